@@ -1,0 +1,150 @@
+// The plan: the one contract between gerbilc and gerbil-exec. A plan holds every SPIR-V kernel of one model,
+// the weights it expects (with the device layout each one is repacked to at load), the buffers it needs and
+// the schedules that run it. This header is plain C++; it depends on nothing heavy.
+//
+// File layout (little endian):
+//   magic "GERBPLAN" (8 bytes) | format version u32 | flags u32 | manifest length u64 | blob length u64
+//   | manifest (JSON, UTF-8) | blob (SPIR-V words of every kernel) | XXH64 of everything before it (u64)
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gerbil::plan {
+
+inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
+inline constexpr uint32_t kFormatVersion = 1;
+
+class PlanError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType : uint8_t { F32, F16, BF16, I32 };
+const char *toString(DType t);
+std::optional<DType> parseDType(const std::string &s);
+size_t byteSize(DType t);
+
+// How a weight sits on the device. RowMajor: [rows, cols] of deviceDType, rows contiguous.
+enum class Layout : uint8_t { RowMajor };
+const char *toString(Layout l);
+std::optional<Layout> parseLayout(const std::string &s);
+
+struct Weight {
+  std::string name;                    // canonical name
+  std::vector<std::string> sourceKeys;  // safetensors names accepted for it (first is the usual one)
+  std::vector<int64_t> shape;          // device shape, after transpose and slice
+  DType deviceDType = DType::F32;
+  Layout layout = Layout::RowMajor;
+  bool transpose = false;               // the source is [in, out] (GPT-2 Conv1D)
+  int32_t sliceDim = -1;                // -1: the whole (transposed) source tensor
+  int64_t sliceStart = 0;
+  int64_t sliceLength = 0;
+  uint64_t bytes() const;
+};
+
+enum class BufferKind : uint8_t { Weight, Arena, KVCache, Input };
+const char *toString(BufferKind k);
+
+// One descriptor binding of a dispatch. Weight: the weight with this index, whole. The others: a byte range
+// of the named buffer.
+struct Binding {
+  BufferKind kind = BufferKind::Arena;
+  uint32_t weight = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+// Workgroup counts as functions of the token count T of a step: count = ceil((mulT * T + add) / div).
+struct GridDim {
+  int64_t mulT = 0;
+  int64_t add = 1;
+  int64_t div = 1;
+  uint32_t evaluate(uint32_t tokens) const;
+};
+
+struct Dispatch {
+  uint32_t kernel = 0;
+  std::string label;  // what it computes, for profiles and errors
+  std::vector<Binding> bindings;
+  std::array<GridDim, 3> grid;
+};
+
+// Every kernel receives the same push constants: { uint tokens; uint startPosition; }.
+inline constexpr uint32_t kPushConstantBytes = 8;
+
+struct Kernel {
+  std::string name;
+  std::vector<uint32_t> spirv;
+  uint32_t numBindings = 0;
+  std::array<uint32_t, 3> workgroupSize = {1, 1, 1};
+};
+
+struct ModelInfo {
+  std::string architecture;
+  std::string family;
+  int64_t vocabSize = 0;
+  int64_t hiddenSize = 0;
+  int64_t numLayers = 0;
+  std::vector<int64_t> bosTokenIds;
+  std::vector<int64_t> eosTokenIds;
+  std::string configJson;  // the config.json that was compiled, verbatim
+  std::string configPath;  // where it was compiled from (the default weights folder)
+};
+
+struct Limits {
+  uint32_t maxSequence = 0;   // KV cache length
+  uint32_t prefillChunk = 0;  // most tokens one step processes
+};
+
+struct KVCache {
+  int64_t numLayers = 0;
+  int64_t numKVHeads = 0;
+  int64_t headDim = 0;
+  DType dtype = DType::F32;
+  std::string layout = "LHSd";  // [layer][k|v][kv head][position][head dim]
+  uint64_t bytes = 0;
+};
+
+// What the runtime needs from the device, checked before anything runs.
+struct Requirements {
+  bool shaderFloat16 = false;
+  bool storageBuffer16BitAccess = false;
+  uint64_t maxStorageBufferRange = 0;  // largest single binding
+  uint32_t maxSharedMemoryBytes = 0;
+};
+
+struct Plan {
+  ModelInfo model;
+  Limits limits;
+  Requirements requires_;
+  std::string target = "generic";
+  std::string compilerVersion;
+  std::vector<Weight> weights;
+  KVCache kvCache;
+  uint64_t arenaBytes = 0;
+  uint64_t inputBytes = 0;     // int32 token ids, prefillChunk of them
+  Binding inputIds;            // where the kernels read the token ids
+  Binding logits;              // F32 [T, vocab] after a step
+  std::vector<Kernel> kernels;
+  std::vector<Dispatch> prefill;
+  std::vector<Dispatch> decode;
+};
+
+// Serialises the plan. Throws PlanError when the plan is inconsistent (a binding naming no weight, ...).
+std::vector<uint8_t> serialize(const Plan &plan);
+void writeFile(const Plan &plan, const std::string &path);
+
+// Parses and checks a plan: magic, version, checksum, manifest, every index and range. Throws PlanError with
+// a message that names the file and what is wrong; never crashes on malformed input.
+Plan deserialize(const uint8_t *data, size_t size, const std::string &what = "plan");
+Plan readFile(const std::string &path);
+
+// Checks the internal consistency of a plan (indices, ranges, grids). Throws PlanError.
+void validate(const Plan &plan, const std::string &what = "plan");
+
+} // namespace gerbil::plan

@@ -1,0 +1,134 @@
+// A thin Vulkan compute layer without any surface: instance, device choice, buffers, pipelines, command
+// recording. Errors are VulkanError exceptions naming the call that failed and its VkResult.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+namespace gerbil::vk {
+
+class VulkanError : public std::runtime_error {
+public:
+  VulkanError(const std::string &what, VkResult result);
+  explicit VulkanError(const std::string &what);
+  VkResult result() const { return result_; }
+
+private:
+  VkResult result_ = VK_ERROR_UNKNOWN;
+};
+
+// Thrown when no Vulkan driver or no device is present (tests turn it into a skip).
+class NoDeviceError : public VulkanError {
+public:
+  using VulkanError::VulkanError;
+};
+
+struct DeviceInfo {
+  uint32_t index = 0;
+  std::string name;
+  std::string type;  // discrete, integrated, virtual, cpu, other
+  std::string driver;
+  uint32_t apiVersion = 0;
+  uint64_t deviceLocalBytes = 0;
+  uint32_t subgroupSize = 0;
+  bool shaderFloat16 = false;
+  bool storageBuffer16BitAccess = false;
+  bool cooperativeMatrix = false;
+  uint64_t maxStorageBufferRange = 0;
+  uint32_t maxSharedMemoryBytes = 0;
+  uint32_t maxWorkgroupCount[3] = {0, 0, 0};
+  bool timestamps = false;
+  double timestampPeriodNs = 0;
+};
+
+struct ContextOptions {
+  int deviceIndex = -1;      // -1: the first discrete GPU, else the first device
+  bool validation = false;   // VK_LAYER_KHRONOS_validation (also turned on by GERBIL_VK_VALIDATION=1)
+  bool enableFloat16 = true; // enable shaderFloat16 / 16-bit storage when the device has them
+};
+
+class Context;
+
+// A device-local storage buffer (on devices where all memory is host-visible it is also mapped).
+class Buffer {
+public:
+  Buffer() = default;
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  Buffer(Buffer &&o) noexcept;
+  Buffer &operator=(Buffer &&o) noexcept;
+  ~Buffer();
+  VkBuffer handle() const { return buffer_; }
+  uint64_t size() const { return size_; }
+
+private:
+  friend class Context;
+  Context *ctx_ = nullptr;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  uint64_t size_ = 0;
+  void release();
+};
+
+struct Pipeline {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout setLayout = VK_NULL_HANDLE;
+  uint32_t numBindings = 0;
+};
+
+struct BufferRange {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t offset = 0;
+  uint64_t size = 0;  // VK_WHOLE_SIZE allowed
+};
+
+class Context {
+public:
+  static std::vector<DeviceInfo> listDevices();  // throws NoDeviceError when there is no driver at all
+  explicit Context(const ContextOptions &options);
+  ~Context();
+  Context(const Context &) = delete;
+  Context &operator=(const Context &) = delete;
+
+  const DeviceInfo &info() const { return info_; }
+  VkDevice device() const { return device_; }
+
+  Buffer createBuffer(uint64_t bytes, const std::string &what);
+  // Host <-> device copies through a staging buffer; they wait until done.
+  void upload(Buffer &dst, uint64_t offset, const void *data, uint64_t bytes);
+  void download(const Buffer &src, uint64_t offset, void *data, uint64_t bytes);
+  void fill(Buffer &dst, uint32_t value);
+
+  // pushConstantBytes must match the shader's push constant block.
+  Pipeline createPipeline(const std::vector<uint32_t> &spirv, uint32_t numBindings, uint32_t pushConstantBytes,
+                          const std::string &name);
+  // A descriptor set for one dispatch: ranges[i] is bound to binding i.
+  VkDescriptorSet createDescriptorSet(const Pipeline &pipeline, const std::vector<BufferRange> &ranges);
+
+  // Command recording: begin, any number of dispatch/barrier/timestamp, then submit (waits for completion).
+  VkCommandBuffer beginCommands();
+  void dispatch(VkCommandBuffer cmd, const Pipeline &p, VkDescriptorSet set, const void *pushConstants,
+                uint32_t pushBytes, uint32_t gx, uint32_t gy, uint32_t gz);
+  void computeBarrier(VkCommandBuffer cmd);
+  void submitAndWait(VkCommandBuffer cmd);
+
+  // Timestamps: a query pool of `count` slots, reset it in a command buffer, write, read after submit.
+  void resetTimestamps(VkCommandBuffer cmd, uint32_t count);
+  void writeTimestamp(VkCommandBuffer cmd, uint32_t slot);
+  std::vector<uint64_t> readTimestamps(uint32_t count);  // nanoseconds
+
+private:
+  friend class Buffer;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  DeviceInfo info_;
+  VkDevice device_ = VK_NULL_HANDLE;
+};
+
+} // namespace gerbil::vk
