@@ -84,6 +84,9 @@ struct ModelDescription {
 
   std::vector<int64_t> bosTokenIds;
   std::vector<int64_t> eosTokenIds;
+  // Checkpoint tensors that are not weights (GPT-2's attn.bias causal-mask buffers), as glob patterns with
+  // '*': the runtime neither loads nor reports them.
+  std::vector<std::string> ignoredKeys;
 
   const WeightDescription *findWeight(const std::string &name) const {
     for (const auto &w : weights)

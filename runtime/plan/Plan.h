@@ -94,6 +94,7 @@ struct ModelInfo {
   std::vector<int64_t> eosTokenIds;
   std::string configJson;  // the config.json that was compiled, verbatim
   std::string configPath;  // where it was compiled from (the default weights folder)
+  std::vector<std::string> ignoredSourceKeys;  // glob patterns ('*') of checkpoint tensors that are not weights
 };
 
 struct Limits {
