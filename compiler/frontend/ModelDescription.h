@@ -41,7 +41,7 @@ struct WeightDescription {
 };
 
 struct RopeDescription {
-  std::string type = "default";  // default | linear | llama3 | longrope ...
+  std::string type = "default";  // default | linear | llama3 | longrope; "none" with learned positions
   double theta = 10000.0;
   int64_t rotaryDim = 0;            // <= headDim; partial rotary rotates the first rotaryDim dims
   std::vector<double> invFreq;      // rotaryDim / 2 frequencies, scaling already applied

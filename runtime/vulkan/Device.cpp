@@ -1,0 +1,1146 @@
+// The Vulkan compute layer: one instance, one device, one compute queue, and everything a dispatch needs.
+// Every submission is waited for, so no resource is ever in flight between calls; that keeps staging buffers,
+// command buffers and query pools simple to reuse.
+#include "runtime/vulkan/Device.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+namespace gerbil::vk {
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kEmptyBufferBytes = 16;
+constexpr uint64_t kFenceTimeoutSeconds = 120;
+constexpr uint32_t kSpirvMagic = 0x07230203;
+constexpr uint32_t kSetsPerDescriptorPool = 1024;
+constexpr uint32_t kDescriptorsPerPool = 8192;
+constexpr uint32_t kMinTimestampSlots = 64;
+constexpr const char *kValidationLayer = "VK_LAYER_KHRONOS_validation";
+constexpr const char *kNoDeviceMessage =
+    "no Vulkan device found (is a Vulkan driver installed? for a CPU device install mesa-vulkan-drivers)";
+
+// Counts validation errors of every context, so that a test can also see the ones reported while a context
+// is destroyed (objects leaked at vkDestroyDevice), when there is no context left to ask.
+std::atomic<uint32_t> gProcessValidationErrors{0};
+
+std::string mebibytes(uint64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(kMiB));
+  return text;
+}
+
+void check(VkResult result, const std::string &call) {
+  if (result != VK_SUCCESS) throw VulkanError(call, result);
+}
+
+std::string versionString(uint32_t version) {
+  return std::to_string(VK_API_VERSION_MAJOR(version)) + "." + std::to_string(VK_API_VERSION_MINOR(version)) +
+         "." + std::to_string(VK_API_VERSION_PATCH(version));
+}
+
+bool envFlag(const char *name) {
+  const char *value = std::getenv(name);
+  return value && std::strcmp(value, "1") == 0;
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL onValidationMessage(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT *data,
+                                                   void *userData) {
+  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+    ++*static_cast<std::atomic<uint32_t> *>(userData);
+    ++gProcessValidationErrors;
+  }
+  std::fprintf(stderr, "vulkan validation: %s\n", data && data->pMessage ? data->pMessage : "(no message)");
+  return VK_FALSE; // the call that triggered it goes on, as the layer expects
+}
+
+VkDebugUtilsMessengerCreateInfoEXT messengerInfo(std::atomic<uint32_t> *errorCounter) {
+  VkDebugUtilsMessengerCreateInfoEXT info{};
+  info.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+  info.messageSeverity =
+      VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  info.pfnUserCallback = onValidationMessage;
+  info.pUserData = errorCounter;
+  return info;
+}
+
+bool validationLayerPresent() {
+  uint32_t count = 0;
+  if (vkEnumerateInstanceLayerProperties(&count, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkLayerProperties> layers(count);
+  if (vkEnumerateInstanceLayerProperties(&count, layers.data()) < 0) return false;
+  layers.resize(count);
+  bool hasLayer = std::any_of(layers.begin(), layers.end(), [](const VkLayerProperties &l) {
+    return std::strcmp(l.layerName, kValidationLayer) == 0;
+  });
+  if (!hasLayer) return false;
+  // The layer provides VK_EXT_debug_utils itself; without it we could not see its messages.
+  if (vkEnumerateInstanceExtensionProperties(kValidationLayer, &count, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> extensions(count);
+  if (vkEnumerateInstanceExtensionProperties(kValidationLayer, &count, extensions.data()) < 0) return false;
+  extensions.resize(count);
+  return std::any_of(extensions.begin(), extensions.end(), [](const VkExtensionProperties &e) {
+    return std::strcmp(e.extensionName, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) == 0;
+  });
+}
+
+struct InstanceHandles {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+  bool validation = false;
+};
+
+void destroyInstance(InstanceHandles &handles) {
+  if (handles.messenger) {
+    auto destroyMessenger = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(handles.instance, "vkDestroyDebugUtilsMessengerEXT"));
+    if (destroyMessenger) destroyMessenger(handles.instance, handles.messenger, nullptr);
+    handles.messenger = VK_NULL_HANDLE;
+  }
+  if (handles.instance) vkDestroyInstance(handles.instance, nullptr);
+  handles.instance = VK_NULL_HANDLE;
+}
+
+// errorCounter receives the validation errors; it must outlive the instance.
+InstanceHandles createInstance(bool wantValidation, std::atomic<uint32_t> *errorCounter) {
+  uint32_t loaderVersion = VK_API_VERSION_1_0;
+  check(vkEnumerateInstanceVersion(&loaderVersion), "vkEnumerateInstanceVersion");
+  if (loaderVersion < VK_API_VERSION_1_2)
+    throw VulkanError("the Vulkan loader supports only version " + versionString(loaderVersion) +
+                      "; gerbil needs 1.2 or later");
+
+  InstanceHandles handles;
+  if (wantValidation) {
+    handles.validation = validationLayerPresent();
+    static std::atomic<bool> warned{false};
+    if (!handles.validation && !warned.exchange(true))
+      std::fprintf(stderr,
+                   "warning: %s was requested but is not installed (Debian: vulkan-validationlayers); "
+                   "running without validation\n",
+                   kValidationLayer);
+  }
+
+  VkApplicationInfo app{};
+  app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+  app.pApplicationName = "gerbil";
+  app.pEngineName = "gerbil";
+  app.apiVersion = VK_API_VERSION_1_3; // a 1.2 device still works: what we use is chosen per device
+
+  // Chained into the create info too, so that messages from vkCreateInstance/vkDestroyInstance are seen.
+  VkDebugUtilsMessengerCreateInfoEXT debugInfo = messengerInfo(errorCounter);
+  const char *layers[] = {kValidationLayer};
+  const char *extensions[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+  VkInstanceCreateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+  info.pApplicationInfo = &app;
+  if (handles.validation) {
+    info.pNext = &debugInfo;
+    info.enabledLayerCount = 1;
+    info.ppEnabledLayerNames = layers;
+    info.enabledExtensionCount = 1;
+    info.ppEnabledExtensionNames = extensions;
+  }
+  VkResult result = vkCreateInstance(&info, nullptr, &handles.instance);
+  if (result == VK_ERROR_INCOMPATIBLE_DRIVER) throw NoDeviceError(kNoDeviceMessage);
+  check(result, "vkCreateInstance");
+
+  if (handles.validation) {
+    auto createMessenger = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(handles.instance, "vkCreateDebugUtilsMessengerEXT"));
+    result = createMessenger ? createMessenger(handles.instance, &debugInfo, nullptr, &handles.messenger)
+                             : VK_ERROR_EXTENSION_NOT_PRESENT;
+    if (result != VK_SUCCESS) {
+      destroyInstance(handles);
+      throw VulkanError("vkCreateDebugUtilsMessengerEXT", result);
+    }
+  }
+  return handles;
+}
+
+// Throws NoDeviceError when the driver reports none.
+std::vector<VkPhysicalDevice> physicalDevices(VkInstance instance) {
+  uint32_t count = 0;
+  check(vkEnumeratePhysicalDevices(instance, &count, nullptr), "vkEnumeratePhysicalDevices");
+  std::vector<VkPhysicalDevice> devices(count);
+  VkResult result = vkEnumeratePhysicalDevices(instance, &count, devices.data());
+  if (result != VK_INCOMPLETE) check(result, "vkEnumeratePhysicalDevices");
+  devices.resize(count);
+  if (devices.empty()) throw NoDeviceError(kNoDeviceMessage);
+  return devices;
+}
+
+struct QueueChoice {
+  bool found = false;
+  uint32_t family = 0;
+  uint32_t timestampValidBits = 0;
+};
+
+// The first compute family that has timestamps, else the first compute family at all.
+QueueChoice chooseComputeQueue(VkPhysicalDevice device) {
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, families.data());
+  QueueChoice choice;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!(families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || families[i].queueCount == 0) continue;
+    if (!choice.found || (choice.timestampValidBits == 0 && families[i].timestampValidBits > 0)) {
+      choice = {true, i, families[i].timestampValidBits};
+    }
+  }
+  return choice;
+}
+
+bool hasDeviceExtension(VkPhysicalDevice device, const char *name) {
+  uint32_t count = 0;
+  if (vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> extensions(count);
+  if (vkEnumerateDeviceExtensionProperties(device, nullptr, &count, extensions.data()) < 0) return false;
+  extensions.resize(count);
+  return std::any_of(extensions.begin(), extensions.end(),
+                     [&](const VkExtensionProperties &e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+const char *deviceTypeName(VkPhysicalDeviceType type) {
+  switch (type) {
+  case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+    return "discrete";
+  case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+    return "integrated";
+  case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+    return "virtual";
+  case VK_PHYSICAL_DEVICE_TYPE_CPU:
+    return "cpu";
+  default:
+    return "other";
+  }
+}
+
+DeviceInfo describeDevice(VkPhysicalDevice device, uint32_t index) {
+  VkPhysicalDeviceProperties base{};
+  vkGetPhysicalDeviceProperties(device, &base);
+  DeviceInfo info;
+  info.index = index;
+  info.name = base.deviceName;
+  info.type = deviceTypeName(base.deviceType);
+  info.apiVersion = base.apiVersion;
+  info.maxStorageBufferRange = base.limits.maxStorageBufferRange;
+  info.maxSharedMemoryBytes = base.limits.maxComputeSharedMemorySize;
+  for (int i = 0; i < 3; ++i) info.maxWorkgroupCount[i] = base.limits.maxComputeWorkGroupCount[i];
+  info.timestamps = chooseComputeQueue(device).timestampValidBits > 0;
+  info.timestampPeriodNs = base.limits.timestampPeriod;
+  info.cooperativeMatrix = hasDeviceExtension(device, "VK_KHR_cooperative_matrix");
+
+  VkPhysicalDeviceMemoryProperties memory{};
+  vkGetPhysicalDeviceMemoryProperties(device, &memory);
+  for (uint32_t i = 0; i < memory.memoryHeapCount; ++i)
+    if (memory.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      info.deviceLocalBytes += memory.memoryHeaps[i].size;
+
+  // The *2 queries and the Vulkan11/12 structs are only valid on devices of those versions.
+  if (base.apiVersion < VK_API_VERSION_1_1) return info;
+  VkPhysicalDeviceDriverProperties driver{};
+  driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+  VkPhysicalDeviceSubgroupProperties subgroup{};
+  subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &subgroup;
+  bool isVulkan12 = base.apiVersion >= VK_API_VERSION_1_2;
+  if (isVulkan12) subgroup.pNext = &driver;
+  vkGetPhysicalDeviceProperties2(device, &properties);
+  info.subgroupSize = subgroup.subgroupSize;
+  if (!isVulkan12) return info;
+  info.driver = driver.driverName;
+
+  VkPhysicalDeviceVulkan12Features features12{};
+  features12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  VkPhysicalDeviceVulkan11Features features11{};
+  features11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  features11.pNext = &features12;
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &features11;
+  vkGetPhysicalDeviceFeatures2(device, &features);
+  info.shaderFloat16 = features12.shaderFloat16;
+  info.storageBuffer16BitAccess = features11.storageBuffer16BitAccess;
+  return info;
+}
+
+std::string deviceList(const std::vector<DeviceInfo> &devices) {
+  std::string text =
+      std::to_string(devices.size()) + (devices.size() == 1 ? " Vulkan device: " : " Vulkan devices: ");
+  for (size_t i = 0; i < devices.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(devices[i].index) + ": " + devices[i].name;
+  return text;
+}
+
+// The first memory type allowed by typeBits that has all of `required`, preferring more of `preferred` and
+// none of `avoided`. Returns UINT32_MAX when none has `required`.
+uint32_t findMemoryType(const VkPhysicalDeviceMemoryProperties &memory, uint32_t typeBits,
+                        VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred,
+                        VkMemoryPropertyFlags avoided) {
+  uint32_t best = UINT32_MAX;
+  int bestScore = -1;
+  for (uint32_t i = 0; i < memory.memoryTypeCount; ++i) {
+    VkMemoryPropertyFlags flags = memory.memoryTypes[i].propertyFlags;
+    if (!(typeBits & (1u << i)) || (flags & required) != required) continue;
+    int score = 2 * std::popcount(flags & preferred) + (flags & avoided ? 0 : 1);
+    if (score > bestScore) best = i, bestScore = score;
+  }
+  return best;
+}
+
+} // namespace
+
+const char *resultName(VkResult result) {
+  switch (result) {
+#define GERBIL_RESULT_NAME(name)                                                                             \
+  case name:                                                                                                 \
+    return #name;
+    GERBIL_RESULT_NAME(VK_SUCCESS)
+    GERBIL_RESULT_NAME(VK_NOT_READY)
+    GERBIL_RESULT_NAME(VK_TIMEOUT)
+    GERBIL_RESULT_NAME(VK_EVENT_SET)
+    GERBIL_RESULT_NAME(VK_EVENT_RESET)
+    GERBIL_RESULT_NAME(VK_INCOMPLETE)
+    GERBIL_RESULT_NAME(VK_ERROR_OUT_OF_HOST_MEMORY)
+    GERBIL_RESULT_NAME(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+    GERBIL_RESULT_NAME(VK_ERROR_INITIALIZATION_FAILED)
+    GERBIL_RESULT_NAME(VK_ERROR_DEVICE_LOST)
+    GERBIL_RESULT_NAME(VK_ERROR_MEMORY_MAP_FAILED)
+    GERBIL_RESULT_NAME(VK_ERROR_LAYER_NOT_PRESENT)
+    GERBIL_RESULT_NAME(VK_ERROR_EXTENSION_NOT_PRESENT)
+    GERBIL_RESULT_NAME(VK_ERROR_FEATURE_NOT_PRESENT)
+    GERBIL_RESULT_NAME(VK_ERROR_INCOMPATIBLE_DRIVER)
+    GERBIL_RESULT_NAME(VK_ERROR_TOO_MANY_OBJECTS)
+    GERBIL_RESULT_NAME(VK_ERROR_FORMAT_NOT_SUPPORTED)
+    GERBIL_RESULT_NAME(VK_ERROR_FRAGMENTED_POOL)
+    GERBIL_RESULT_NAME(VK_ERROR_UNKNOWN)
+    GERBIL_RESULT_NAME(VK_ERROR_OUT_OF_POOL_MEMORY)
+    GERBIL_RESULT_NAME(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+    GERBIL_RESULT_NAME(VK_ERROR_FRAGMENTATION)
+    GERBIL_RESULT_NAME(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
+    GERBIL_RESULT_NAME(VK_PIPELINE_COMPILE_REQUIRED)
+    GERBIL_RESULT_NAME(VK_ERROR_VALIDATION_FAILED_EXT)
+    GERBIL_RESULT_NAME(VK_ERROR_INVALID_SHADER_NV)
+    GERBIL_RESULT_NAME(VK_ERROR_NOT_PERMITTED_KHR)
+#undef GERBIL_RESULT_NAME
+  default:
+    break;
+  }
+  // Codes this file doesn't know (newer extensions) are formatted into a per-thread buffer.
+  thread_local char unknown[32];
+  std::snprintf(unknown, sizeof unknown, "VkResult(%d)", int(result));
+  return unknown;
+}
+
+VulkanError::VulkanError(const std::string &what, VkResult result)
+    : std::runtime_error(what + " failed: " + resultName(result)), result_(result) {}
+
+VulkanError::VulkanError(const std::string &what) : std::runtime_error(what) {}
+
+// ---------------------------------------------------------------------------------------------------------
+// Context state. Its destructor releases everything, so a constructor that throws half-way leaks nothing.
+
+struct Context::Impl {
+  std::atomic<uint32_t> validationErrors{0}; // first: the debug messenger points at it until the end
+  InstanceHandles instance;
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkPhysicalDeviceMemoryProperties memory{};
+  VkPhysicalDeviceLimits limits{};
+  uint64_t maxAllocationBytes = UINT64_MAX;
+  uint64_t maxBufferBytes = UINT64_MAX;
+  uint32_t queueFamily = 0;
+  uint32_t timestampValidBits = 0;
+  VkQueue queue = VK_NULL_HANDLE;
+  VkCommandPool commandPool = VK_NULL_HANDLE;
+  std::vector<VkCommandBuffer> idleCommandBuffers; // reset and ready to begin again
+  VkFence fence = VK_NULL_HANDLE;
+  bool forceStaging = false;
+  uint64_t stagingChunkBytes = 64 * kMiB;
+
+  // Buffers alive, by handle: descriptor ranges are checked against their sizes, and ~Context frees any left.
+  std::unordered_map<VkBuffer, Buffer *> liveBuffers;
+
+  struct DescriptorPool {
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    uint32_t sets = 0, descriptors = 0;         // capacity
+    uint32_t setsLeft = 0, descriptorsLeft = 0; // what remains until the next reset
+  };
+  std::vector<DescriptorPool> descriptorPools;
+  size_t currentDescriptorPool = 0;
+
+  std::vector<VkPipeline> pipelines;
+  std::vector<VkPipelineLayout> pipelineLayouts;
+  std::vector<VkDescriptorSetLayout> setLayouts;
+
+  VkQueryPool timestampPool = VK_NULL_HANDLE;
+  uint32_t timestampSlots = 0;
+  // Outgrown pools stay until the end: a command buffer being recorded may still name one.
+  std::vector<VkQueryPool> retiredTimestampPools;
+
+  // One host-visible buffer, reused by every staged upload and download (each waits until done).
+  VkBuffer staging = VK_NULL_HANDLE;
+  VkDeviceMemory stagingMemory = VK_NULL_HANDLE;
+  void *stagingMapped = nullptr;
+  uint64_t stagingBytes = 0;
+
+  ~Impl();
+  void destroyStaging();
+  void ensureStaging(uint64_t bytes);
+  VkDescriptorPool addDescriptorPool(uint32_t descriptors);
+  VkDescriptorSet allocateDescriptorSet(VkDescriptorSetLayout layout, uint32_t descriptors);
+};
+
+Context::Impl::~Impl() {
+  if (device) {
+    vkDeviceWaitIdle(device); // nothing should be in flight, but a timed-out submit may be
+    for (VkPipeline p : pipelines) vkDestroyPipeline(device, p, nullptr);
+    for (VkPipelineLayout l : pipelineLayouts) vkDestroyPipelineLayout(device, l, nullptr);
+    for (VkDescriptorSetLayout l : setLayouts) vkDestroyDescriptorSetLayout(device, l, nullptr);
+    for (DescriptorPool &p : descriptorPools) vkDestroyDescriptorPool(device, p.pool, nullptr);
+    if (timestampPool) vkDestroyQueryPool(device, timestampPool, nullptr);
+    for (VkQueryPool p : retiredTimestampPools) vkDestroyQueryPool(device, p, nullptr);
+    destroyStaging();
+    if (fence) vkDestroyFence(device, fence, nullptr);
+    if (commandPool) vkDestroyCommandPool(device, commandPool, nullptr);
+    vkDestroyDevice(device, nullptr);
+  }
+  destroyInstance(instance);
+}
+
+void Context::Impl::destroyStaging() {
+  if (staging) vkDestroyBuffer(device, staging, nullptr);
+  if (stagingMemory) vkFreeMemory(device, stagingMemory, nullptr); // unmaps too
+  staging = VK_NULL_HANDLE;
+  stagingMemory = VK_NULL_HANDLE;
+  stagingMapped = nullptr;
+  stagingBytes = 0;
+}
+
+void Context::Impl::ensureStaging(uint64_t bytes) {
+  bytes = std::min(bytes, stagingChunkBytes);
+  if (stagingBytes >= bytes) return;
+  destroyStaging();
+  VkBufferCreateInfo bufferInfo{};
+  bufferInfo.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bufferInfo.size = bytes;
+  bufferInfo.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bufferInfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check(vkCreateBuffer(device, &bufferInfo, nullptr, &staging), "vkCreateBuffer (staging)");
+  VkMemoryRequirements requirements{};
+  vkGetBufferMemoryRequirements(device, staging, &requirements);
+  // Cached memory makes downloads fast to read; device-local host-visible memory (a PCIe BAR) is small.
+  uint32_t type = findMemoryType(memory, requirements.memoryTypeBits,
+                                 VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                 VK_MEMORY_PROPERTY_HOST_CACHED_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  if (type == UINT32_MAX) throw VulkanError("the device has no host-visible coherent memory for staging");
+  VkMemoryAllocateInfo allocateInfo{};
+  allocateInfo.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  allocateInfo.allocationSize = requirements.size;
+  allocateInfo.memoryTypeIndex = type;
+  check(vkAllocateMemory(device, &allocateInfo, nullptr, &stagingMemory),
+        "vkAllocateMemory (staging, " + mebibytes(bytes) + ")");
+  check(vkBindBufferMemory(device, staging, stagingMemory, 0), "vkBindBufferMemory (staging)");
+  check(vkMapMemory(device, stagingMemory, 0, VK_WHOLE_SIZE, 0, &stagingMapped), "vkMapMemory (staging)");
+  stagingBytes = bytes;
+}
+
+VkDescriptorPool Context::Impl::addDescriptorPool(uint32_t descriptors) {
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptors};
+  VkDescriptorPoolCreateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+  info.maxSets = kSetsPerDescriptorPool;
+  info.poolSizeCount = 1;
+  info.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  check(vkCreateDescriptorPool(device, &info, nullptr, &pool), "vkCreateDescriptorPool");
+  descriptorPools.push_back({pool, kSetsPerDescriptorPool, descriptors, kSetsPerDescriptorPool, descriptors});
+  return pool;
+}
+
+VkDescriptorSet Context::Impl::allocateDescriptorSet(VkDescriptorSetLayout layout, uint32_t descriptors) {
+  // Counting what is left avoids relying on the driver to report exhaustion (from Vulkan 1.1 on it may
+  // also just succeed); the driver's own VK_ERROR_OUT_OF_POOL_MEMORY moves on to a new pool as well.
+  for (;;) {
+    bool freshPool = currentDescriptorPool == descriptorPools.size();
+    if (freshPool) addDescriptorPool(std::max(kDescriptorsPerPool, descriptors));
+    DescriptorPool &slot = descriptorPools[currentDescriptorPool];
+    if (slot.setsLeft == 0 || slot.descriptorsLeft < descriptors) {
+      ++currentDescriptorPool;
+      continue;
+    }
+    VkDescriptorSetAllocateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+    info.descriptorPool = slot.pool;
+    info.descriptorSetCount = 1;
+    info.pSetLayouts = &layout;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    VkResult result = vkAllocateDescriptorSets(device, &info, &set);
+    if ((result == VK_ERROR_OUT_OF_POOL_MEMORY || result == VK_ERROR_FRAGMENTED_POOL) && !freshPool) {
+      slot.setsLeft = 0;
+      ++currentDescriptorPool;
+      continue;
+    }
+    check(result, "vkAllocateDescriptorSets");
+    --slot.setsLeft;
+    slot.descriptorsLeft -= descriptors;
+    return set;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Buffer
+
+Buffer::Buffer(Buffer &&o) noexcept
+    : ctx_(o.ctx_), buffer_(o.buffer_), memory_(o.memory_), size_(o.size_), mapped_(o.mapped_) {
+  if (ctx_ && buffer_) ctx_->impl_->liveBuffers[buffer_] = this;
+  o.ctx_ = nullptr;
+  o.buffer_ = VK_NULL_HANDLE;
+  o.memory_ = VK_NULL_HANDLE;
+  o.size_ = 0;
+  o.mapped_ = nullptr;
+}
+
+Buffer &Buffer::operator=(Buffer &&o) noexcept {
+  if (this == &o) return *this;
+  release();
+  ctx_ = o.ctx_;
+  buffer_ = o.buffer_;
+  memory_ = o.memory_;
+  size_ = o.size_;
+  mapped_ = o.mapped_;
+  if (ctx_ && buffer_) ctx_->impl_->liveBuffers[buffer_] = this;
+  o.ctx_ = nullptr;
+  o.buffer_ = VK_NULL_HANDLE;
+  o.memory_ = VK_NULL_HANDLE;
+  o.size_ = 0;
+  o.mapped_ = nullptr;
+  return *this;
+}
+
+Buffer::~Buffer() {
+  release();
+}
+
+void Buffer::release() {
+  if (ctx_) {
+    VkDevice device = ctx_->impl_->device;
+    if (buffer_) {
+      ctx_->impl_->liveBuffers.erase(buffer_);
+      vkDestroyBuffer(device, buffer_, nullptr);
+    }
+    if (memory_) vkFreeMemory(device, memory_, nullptr); // unmaps too
+  }
+  ctx_ = nullptr;
+  buffer_ = VK_NULL_HANDLE;
+  memory_ = VK_NULL_HANDLE;
+  size_ = 0;
+  mapped_ = nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Devices
+
+std::vector<DeviceInfo> Context::listDevices() {
+  std::atomic<uint32_t> unusedErrorCounter{0};
+  InstanceHandles instance = createInstance(false, &unusedErrorCounter);
+  try {
+    std::vector<VkPhysicalDevice> devices = physicalDevices(instance.instance);
+    std::vector<DeviceInfo> infos;
+    for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(describeDevice(devices[i], i));
+    destroyInstance(instance);
+    return infos;
+  } catch (...) {
+    destroyInstance(instance);
+    throw;
+  }
+}
+
+Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()) {
+  Impl &s = *impl_;
+  s.forceStaging = options.forceStaging;
+  s.stagingChunkBytes = std::max<uint64_t>(options.stagingChunkBytes, 4096);
+  s.instance = createInstance(options.validation || envFlag("GERBIL_VK_VALIDATION"), &s.validationErrors);
+
+  std::vector<VkPhysicalDevice> devices = physicalDevices(s.instance.instance);
+  std::vector<DeviceInfo> infos;
+  for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(describeDevice(devices[i], i));
+  uint32_t chosen = 0;
+  if (options.deviceIndex == -1) {
+    auto discrete =
+        std::find_if(infos.begin(), infos.end(), [](const DeviceInfo &d) { return d.type == "discrete"; });
+    if (discrete != infos.end()) chosen = discrete->index;
+  } else if (options.deviceIndex < 0 || size_t(options.deviceIndex) >= infos.size()) {
+    throw VulkanError("device " + std::to_string(options.deviceIndex) + " does not exist; " +
+                      deviceList(infos));
+  } else {
+    chosen = uint32_t(options.deviceIndex);
+  }
+  info_ = infos[chosen];
+  s.physical = devices[chosen];
+  if (info_.apiVersion < VK_API_VERSION_1_2)
+    throw VulkanError("device " + std::to_string(chosen) + " (" + info_.name + ") supports only Vulkan " +
+                      versionString(info_.apiVersion) + "; gerbil needs 1.2 or later");
+  QueueChoice queue = chooseComputeQueue(s.physical);
+  if (!queue.found)
+    throw VulkanError("device " + std::to_string(chosen) + " (" + info_.name + ") has no compute queue");
+  s.queueFamily = queue.family;
+  s.timestampValidBits = queue.timestampValidBits;
+
+  VkPhysicalDeviceMaintenance4Properties maintenance4{};
+  maintenance4.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES;
+  VkPhysicalDeviceMaintenance3Properties maintenance3{};
+  maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+  bool isVulkan13 = info_.apiVersion >= VK_API_VERSION_1_3;
+  if (isVulkan13) maintenance3.pNext = &maintenance4;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &maintenance3;
+  vkGetPhysicalDeviceProperties2(s.physical, &properties);
+  s.limits = properties.properties.limits;
+  s.maxAllocationBytes = maintenance3.maxMemoryAllocationSize;
+  if (isVulkan13) s.maxBufferBytes = maintenance4.maxBufferSize;
+  vkGetPhysicalDeviceMemoryProperties(s.physical, &s.memory);
+
+  // What the device supports (the 1.3 struct only on 1.3 devices), then only those of it that kernels use.
+  VkPhysicalDeviceVulkan13Features supported13{};
+  supported13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
+  VkPhysicalDeviceVulkan12Features supported12{};
+  supported12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  supported12.pNext = isVulkan13 ? &supported13 : nullptr;
+  VkPhysicalDeviceVulkan11Features supported11{};
+  supported11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  supported11.pNext = &supported12;
+  VkPhysicalDeviceFeatures2 supported{};
+  supported.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  supported.pNext = &supported11;
+  vkGetPhysicalDeviceFeatures2(s.physical, &supported);
+
+  bool fp16 = options.enableFloat16;
+  VkPhysicalDeviceVulkan13Features enabled13{};
+  enabled13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
+  enabled13.subgroupSizeControl = supported13.subgroupSizeControl;
+  enabled13.computeFullSubgroups = supported13.computeFullSubgroups;
+  VkPhysicalDeviceVulkan12Features enabled12{};
+  enabled12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  enabled12.pNext = isVulkan13 ? &enabled13 : nullptr;
+  enabled12.shaderFloat16 = fp16 && supported12.shaderFloat16;
+  enabled12.shaderInt8 = supported12.shaderInt8;
+  enabled12.storageBuffer8BitAccess = supported12.storageBuffer8BitAccess;
+  // SPIR-V for Vulkan 1.0 declares storage buffers as Uniform + BufferBlock, which needs the uniform
+  // variants.
+  enabled12.uniformAndStorageBuffer8BitAccess = supported12.uniformAndStorageBuffer8BitAccess;
+  VkPhysicalDeviceVulkan11Features enabled11{};
+  enabled11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  enabled11.pNext = &enabled12;
+  enabled11.storageBuffer16BitAccess = fp16 && supported11.storageBuffer16BitAccess;
+  enabled11.uniformAndStorageBuffer16BitAccess = fp16 && supported11.uniformAndStorageBuffer16BitAccess;
+  VkPhysicalDeviceFeatures2 enabled{};
+  enabled.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  enabled.pNext = &enabled11;
+  enabled.features.shaderInt16 = supported.features.shaderInt16;
+  enabled.features.shaderInt64 = supported.features.shaderInt64;
+  info_.shaderFloat16 = enabled12.shaderFloat16;
+  info_.storageBuffer16BitAccess = enabled11.storageBuffer16BitAccess;
+  info_.timestamps = s.timestampValidBits > 0;
+
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo queueInfo{};
+  queueInfo.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+  queueInfo.queueFamilyIndex = s.queueFamily;
+  queueInfo.queueCount = 1;
+  queueInfo.pQueuePriorities = &priority;
+  VkDeviceCreateInfo deviceInfo{};
+  deviceInfo.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+  deviceInfo.pNext = &enabled;
+  deviceInfo.queueCreateInfoCount = 1;
+  deviceInfo.pQueueCreateInfos = &queueInfo;
+  check(vkCreateDevice(s.physical, &deviceInfo, nullptr, &s.device), "vkCreateDevice");
+  device_ = s.device;
+  vkGetDeviceQueue(s.device, s.queueFamily, 0, &s.queue);
+
+  VkCommandPoolCreateInfo poolInfo{};
+  poolInfo.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  poolInfo.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT; // command buffers are recycled one by one
+  poolInfo.queueFamilyIndex = s.queueFamily;
+  check(vkCreateCommandPool(s.device, &poolInfo, nullptr, &s.commandPool), "vkCreateCommandPool");
+  VkFenceCreateInfo fenceInfo{};
+  fenceInfo.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+  check(vkCreateFence(s.device, &fenceInfo, nullptr, &s.fence), "vkCreateFence");
+}
+
+Context::~Context() {
+  // Buffers that outlive the context (a member declared before it, say) are freed now and left empty,
+  // rather than freed later through a dangling context.
+  std::vector<Buffer *> leftOver;
+  for (auto &[handle, buffer] : impl_->liveBuffers) leftOver.push_back(buffer);
+  for (Buffer *buffer : leftOver) buffer->release();
+}
+
+bool Context::validationEnabled() const {
+  return impl_->instance.validation;
+}
+uint32_t Context::validationErrors() const {
+  return impl_->validationErrors.load();
+}
+uint32_t Context::validationErrorsInProcess() {
+  return gProcessValidationErrors.load();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Buffers and copies
+
+Buffer Context::createBuffer(uint64_t bytes, const std::string &what) {
+  Impl &s = *impl_;
+  if (bytes > UINT64_MAX - 3)
+    throw VulkanError("buffer '" + what + "' of " + std::to_string(bytes) + " bytes is too large");
+  uint64_t size = bytes == 0 ? kEmptyBufferBytes : (bytes + 3) / 4 * 4;
+  auto outOfMemory = [&] {
+    return VulkanError("out of device memory allocating '" + what + "' (" + mebibytes(size) +
+                       "); the device has " + mebibytes(info_.deviceLocalBytes));
+  };
+  if (info_.deviceLocalBytes > 0 && size > info_.deviceLocalBytes) throw outOfMemory();
+  if (size > s.maxBufferBytes)
+    throw VulkanError("buffer '" + what + "' (" + mebibytes(size) +
+                      ") is larger than the device's largest buffer (" + mebibytes(s.maxBufferBytes) + ")");
+  if (size > s.maxAllocationBytes)
+    throw VulkanError("buffer '" + what + "' (" + mebibytes(size) +
+                      ") is larger than the device's largest allocation (" + mebibytes(s.maxAllocationBytes) +
+                      ")");
+
+  // Filled in step by step so that its destructor cleans up whatever was made if a later step throws.
+  Buffer buffer;
+  buffer.ctx_ = this;
+  buffer.size_ = size;
+  VkBufferCreateInfo bufferInfo{};
+  bufferInfo.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bufferInfo.size = size;
+  bufferInfo.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                     VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bufferInfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkResult result = vkCreateBuffer(s.device, &bufferInfo, nullptr, &buffer.buffer_);
+  if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) throw outOfMemory();
+  check(result, "vkCreateBuffer for '" + what + "' (" + mebibytes(size) + ")");
+  s.liveBuffers[buffer.buffer_] = &buffer;
+  VkMemoryRequirements requirements{};
+  vkGetBufferMemoryRequirements(s.device, buffer.buffer_, &requirements);
+
+  // Device-local types first, in the driver's order: the spec orders a type without HOST_VISIBLE before one
+  // with it, so a discrete GPU gets VRAM rather than its small BAR window, and a UMA device its only type.
+  // Each is tried in turn, since a second device-local heap may still have room.
+  std::vector<uint32_t> candidates;
+  for (uint32_t i = 0; i < s.memory.memoryTypeCount; ++i)
+    if ((requirements.memoryTypeBits & (1u << i)) &&
+        (s.memory.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+      candidates.push_back(i);
+  if (candidates.empty())
+    for (uint32_t i = 0; i < s.memory.memoryTypeCount; ++i)
+      if (requirements.memoryTypeBits & (1u << i)) candidates.push_back(i);
+  uint32_t chosenType = UINT32_MAX;
+  for (uint32_t type : candidates) {
+    VkMemoryAllocateInfo allocateInfo{};
+    allocateInfo.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    allocateInfo.allocationSize = requirements.size;
+    allocateInfo.memoryTypeIndex = type;
+    result = vkAllocateMemory(s.device, &allocateInfo, nullptr, &buffer.memory_);
+    if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) continue;
+    check(result, "vkAllocateMemory for '" + what + "' (" + mebibytes(size) + ")");
+    chosenType = type;
+    break;
+  }
+  if (chosenType == UINT32_MAX) throw outOfMemory();
+  check(vkBindBufferMemory(s.device, buffer.buffer_, buffer.memory_, 0),
+        "vkBindBufferMemory for '" + what + "'");
+
+  constexpr VkMemoryPropertyFlags kMappable =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  if ((s.memory.memoryTypes[chosenType].propertyFlags & kMappable) == kMappable && !s.forceStaging)
+    check(vkMapMemory(s.device, buffer.memory_, 0, VK_WHOLE_SIZE, 0, &buffer.mapped_),
+          "vkMapMemory for '" + what + "'");
+  return buffer; // the move constructor re-registers the new address in liveBuffers
+}
+
+namespace {
+
+// Orders every earlier compute and transfer write before every later compute and transfer access, in this
+// command buffer and in later submissions (a barrier reaches back through the queue's submission order).
+void allComputeAndTransferBarrier(VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{};
+  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+}
+
+void checkCopyRange(const char *operation, const Buffer &buffer, uint64_t offset, uint64_t bytes,
+                    const void *data) {
+  if (!buffer.handle())
+    throw VulkanError(std::string(operation) + ": the buffer is empty (moved from or freed)");
+  if (offset > buffer.size() || bytes > buffer.size() - offset)
+    throw VulkanError(std::string(operation) + " of " + std::to_string(bytes) + " bytes at offset " +
+                      std::to_string(offset) + " is outside the buffer of " + std::to_string(buffer.size()) +
+                      " bytes");
+  if (bytes > 0 && !data) throw VulkanError(std::string(operation) + ": no host memory given");
+}
+
+} // namespace
+
+void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t bytes) {
+  checkCopyRange("upload", dst, offset, bytes, data);
+  if (dst.ctx_ != this) throw VulkanError("upload: the buffer belongs to another context");
+  if (bytes == 0) return;
+  // Host writes before vkQueueSubmit are visible to the device without a barrier, so mapped memory is simply
+  // written (no submission can be running: every submission is waited for).
+  if (dst.mapped_) {
+    std::memcpy(static_cast<char *>(dst.mapped_) + offset, data, bytes);
+    return;
+  }
+  Impl &s = *impl_;
+  s.ensureStaging(bytes);
+  const char *source = static_cast<const char *>(data);
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t chunk = std::min(bytes - done, s.stagingBytes);
+    std::memcpy(s.stagingMapped, source + done, chunk);
+    VkCommandBuffer cmd = beginCommands();
+    allComputeAndTransferBarrier(cmd); // earlier dispatches reading or writing dst finish first
+    VkBufferCopy region{0, offset + done, chunk};
+    vkCmdCopyBuffer(cmd, s.staging, dst.buffer_, 1, &region);
+    allComputeAndTransferBarrier(cmd); // later dispatches see the copy
+    submitAndWait(cmd);
+    done += chunk;
+  }
+}
+
+void Context::download(const Buffer &src, uint64_t offset, void *data, uint64_t bytes) {
+  checkCopyRange("download", src, offset, bytes, data);
+  if (src.ctx_ != this) throw VulkanError("download: the buffer belongs to another context");
+  if (bytes == 0) return;
+  // submitAndWait ends every command buffer with a barrier to the host, so mapped memory is up to date.
+  if (src.mapped_) {
+    std::memcpy(data, static_cast<const char *>(src.mapped_) + offset, bytes);
+    return;
+  }
+  Impl &s = *impl_;
+  s.ensureStaging(bytes);
+  char *destination = static_cast<char *>(data);
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t chunk = std::min(bytes - done, s.stagingBytes);
+    VkCommandBuffer cmd = beginCommands();
+    allComputeAndTransferBarrier(cmd);
+    VkBufferCopy region{offset + done, 0, chunk};
+    vkCmdCopyBuffer(cmd, src.buffer_, s.staging, 1, &region);
+    submitAndWait(cmd);
+    std::memcpy(destination + done, s.stagingMapped, chunk);
+    done += chunk;
+  }
+}
+
+void Context::fill(Buffer &dst, uint32_t value) {
+  if (!dst.buffer_) throw VulkanError("fill: the buffer is empty (moved from or freed)");
+  if (dst.ctx_ != this) throw VulkanError("fill: the buffer belongs to another context");
+  VkCommandBuffer cmd = beginCommands();
+  allComputeAndTransferBarrier(cmd);
+  vkCmdFillBuffer(cmd, dst.buffer_, 0, VK_WHOLE_SIZE, value); // size() is a multiple of 4: all of it
+  allComputeAndTransferBarrier(cmd);
+  submitAndWait(cmd);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Pipelines and descriptor sets
+
+Pipeline Context::createPipeline(const std::vector<uint32_t> &spirv, uint32_t numBindings,
+                                 uint32_t pushConstantBytes, const std::string &name) {
+  Impl &s = *impl_;
+  if (spirv.empty()) throw VulkanError("pipeline '" + name + "': the SPIR-V code is empty");
+  if (spirv[0] != kSpirvMagic) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%08x", spirv[0]);
+    throw VulkanError("pipeline '" + name + "': not SPIR-V (the first word is " + text + ", not 0x07230203)");
+  }
+  if (pushConstantBytes % 4 != 0 || pushConstantBytes > s.limits.maxPushConstantsSize)
+    throw VulkanError("pipeline '" + name + "': " + std::to_string(pushConstantBytes) +
+                      " bytes of push constants; the device allows a multiple of 4 up to " +
+                      std::to_string(s.limits.maxPushConstantsSize));
+  if (numBindings > s.limits.maxPerStageDescriptorStorageBuffers)
+    throw VulkanError("pipeline '" + name + "': " + std::to_string(numBindings) +
+                      " storage buffers; the device allows " +
+                      std::to_string(s.limits.maxPerStageDescriptorStorageBuffers) + " per shader");
+
+  Pipeline pipeline;
+  pipeline.numBindings = numBindings;
+  pipeline.pushConstantBytes = pushConstantBytes;
+
+  std::vector<VkDescriptorSetLayoutBinding> bindings(numBindings);
+  for (uint32_t i = 0; i < numBindings; ++i)
+    bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo setLayoutInfo{};
+  setLayoutInfo.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+  setLayoutInfo.bindingCount = numBindings;
+  setLayoutInfo.pBindings = bindings.data();
+  check(vkCreateDescriptorSetLayout(s.device, &setLayoutInfo, nullptr, &pipeline.setLayout),
+        "vkCreateDescriptorSetLayout for '" + name + "'");
+  s.setLayouts.push_back(pipeline.setLayout); // recorded at once: ~Impl destroys it if a later step throws
+
+  VkPushConstantRange pushRange{VK_SHADER_STAGE_COMPUTE_BIT, 0, pushConstantBytes};
+  VkPipelineLayoutCreateInfo layoutInfo{};
+  layoutInfo.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+  layoutInfo.setLayoutCount = 1;
+  layoutInfo.pSetLayouts = &pipeline.setLayout;
+  layoutInfo.pushConstantRangeCount = pushConstantBytes > 0 ? 1 : 0;
+  layoutInfo.pPushConstantRanges = &pushRange;
+  check(vkCreatePipelineLayout(s.device, &layoutInfo, nullptr, &pipeline.layout),
+        "vkCreatePipelineLayout for '" + name + "'");
+  s.pipelineLayouts.push_back(pipeline.layout);
+
+  VkShaderModuleCreateInfo moduleInfo{};
+  moduleInfo.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+  moduleInfo.codeSize = spirv.size() * sizeof(uint32_t);
+  moduleInfo.pCode = spirv.data();
+  VkShaderModule module = VK_NULL_HANDLE;
+  check(vkCreateShaderModule(s.device, &moduleInfo, nullptr, &module),
+        "vkCreateShaderModule for '" + name + "'");
+
+  VkComputePipelineCreateInfo pipelineInfo{};
+  pipelineInfo.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  pipelineInfo.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  pipelineInfo.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  pipelineInfo.stage.module = module;
+  pipelineInfo.stage.pName = "main";
+  pipelineInfo.layout = pipeline.layout;
+  VkResult result =
+      vkCreateComputePipelines(s.device, VK_NULL_HANDLE, 1, &pipelineInfo, nullptr, &pipeline.pipeline);
+  vkDestroyShaderModule(s.device, module, nullptr); // the pipeline no longer needs it
+  check(result, "vkCreateComputePipelines for '" + name + "'");
+  s.pipelines.push_back(pipeline.pipeline);
+  return pipeline;
+}
+
+VkDescriptorSet Context::createDescriptorSet(const Pipeline &pipeline,
+                                             const std::vector<BufferRange> &ranges) {
+  Impl &s = *impl_;
+  if (!pipeline.pipeline) throw VulkanError("createDescriptorSet: the pipeline was never created");
+  if (ranges.size() != pipeline.numBindings)
+    throw VulkanError("createDescriptorSet: " + std::to_string(ranges.size()) +
+                      " buffer ranges for a pipeline with " + std::to_string(pipeline.numBindings) +
+                      " bindings");
+  std::vector<VkDescriptorBufferInfo> infos(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const BufferRange &range = ranges[i];
+    std::string binding = "createDescriptorSet: binding " + std::to_string(i);
+    auto live = s.liveBuffers.find(range.buffer);
+    if (!range.buffer || live == s.liveBuffers.end())
+      throw VulkanError(binding + " is not a live buffer of this context");
+    uint64_t bufferBytes = live->second->size();
+    uint64_t size = range.size == 0 ? VK_WHOLE_SIZE : range.size;
+    if (range.offset >= bufferBytes || (size != VK_WHOLE_SIZE && size > bufferBytes - range.offset))
+      throw VulkanError(binding + ": " + std::to_string(range.size) + " bytes at offset " +
+                        std::to_string(range.offset) + " are outside the buffer of " +
+                        std::to_string(bufferBytes) + " bytes");
+    if (range.offset % s.limits.minStorageBufferOffsetAlignment != 0)
+      throw VulkanError(binding + ": offset " + std::to_string(range.offset) + " is not a multiple of " +
+                        std::to_string(s.limits.minStorageBufferOffsetAlignment) +
+                        ", as the device requires");
+    // An early, readable error for the limit that catches you on lavapipe (128 MiB per binding).
+    uint64_t bound = size == VK_WHOLE_SIZE ? bufferBytes - range.offset : size;
+    if (bound > s.limits.maxStorageBufferRange)
+      throw VulkanError(binding + " spans " + mebibytes(bound) + "; the device binds at most " +
+                        mebibytes(s.limits.maxStorageBufferRange) + " (maxStorageBufferRange)");
+    infos[i] = {range.buffer, range.offset, size};
+  }
+
+  VkDescriptorSet set =
+      s.allocateDescriptorSet(pipeline.setLayout, std::max<uint32_t>(pipeline.numBindings, 1));
+  std::vector<VkWriteDescriptorSet> writes(ranges.size());
+  for (uint32_t i = 0; i < writes.size(); ++i) {
+    writes[i] = {};
+    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  if (!writes.empty()) vkUpdateDescriptorSets(s.device, uint32_t(writes.size()), writes.data(), 0, nullptr);
+  return set;
+}
+
+void Context::resetDescriptorSets() {
+  Impl &s = *impl_;
+  for (Impl::DescriptorPool &pool : s.descriptorPools) {
+    check(vkResetDescriptorPool(s.device, pool.pool, 0), "vkResetDescriptorPool");
+    pool.setsLeft = pool.sets;
+    pool.descriptorsLeft = pool.descriptors;
+  }
+  s.currentDescriptorPool = 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Command buffers
+
+VkCommandBuffer Context::beginCommands() {
+  Impl &s = *impl_;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  if (!s.idleCommandBuffers.empty()) {
+    cmd = s.idleCommandBuffers.back();
+    s.idleCommandBuffers.pop_back();
+  } else {
+    VkCommandBufferAllocateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    info.commandPool = s.commandPool;
+    info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    info.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(s.device, &info, &cmd), "vkAllocateCommandBuffers");
+  }
+  VkCommandBufferBeginInfo begin{};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VkResult result = vkBeginCommandBuffer(cmd, &begin);
+  if (result != VK_SUCCESS) {
+    s.idleCommandBuffers.push_back(cmd);
+    throw VulkanError("vkBeginCommandBuffer", result);
+  }
+  return cmd;
+}
+
+void Context::dispatch(VkCommandBuffer cmd, const Pipeline &p, VkDescriptorSet set, const void *pushConstants,
+                       uint32_t pushBytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+  const VkPhysicalDeviceLimits &limits = impl_->limits;
+  if (!cmd || !p.pipeline) throw VulkanError("dispatch: no command buffer or no pipeline");
+  if (pushBytes > p.pushConstantBytes || pushBytes % 4 != 0 || (pushBytes > 0 && !pushConstants))
+    throw VulkanError("dispatch: " + std::to_string(pushBytes) +
+                      " bytes of push constants for a pipeline with " + std::to_string(p.pushConstantBytes));
+  if (p.numBindings > 0 && !set)
+    throw VulkanError("dispatch: the pipeline has bindings but no descriptor set was given");
+  if (gx > limits.maxComputeWorkGroupCount[0] || gy > limits.maxComputeWorkGroupCount[1] ||
+      gz > limits.maxComputeWorkGroupCount[2])
+    throw VulkanError("dispatch: grid " + std::to_string(gx) + "x" + std::to_string(gy) + "x" +
+                      std::to_string(gz) + " exceeds the device's " +
+                      std::to_string(limits.maxComputeWorkGroupCount[0]) + "x" +
+                      std::to_string(limits.maxComputeWorkGroupCount[1]) + "x" +
+                      std::to_string(limits.maxComputeWorkGroupCount[2]));
+  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  if (set) vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (pushBytes > 0)
+    vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pushBytes, pushConstants);
+  vkCmdDispatch(cmd, gx, gy, gz);
+}
+
+void Context::computeBarrier(VkCommandBuffer cmd) {
+  allComputeAndTransferBarrier(cmd);
+}
+
+void Context::submitAndWait(VkCommandBuffer cmd) {
+  Impl &s = *impl_;
+  if (!cmd) throw VulkanError("submitAndWait: no command buffer");
+  // Fence waits make device writes available but not visible to the host: mapped buffers need this barrier.
+  VkMemoryBarrier toHost{};
+  toHost.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  toHost.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
+
+  // The command buffer goes back to the idle list unless it may still be running (a timeout).
+  auto recycle = [&] {
+    if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
+  };
+  VkResult result = vkEndCommandBuffer(cmd);
+  if (result != VK_SUCCESS) {
+    recycle();
+    throw VulkanError("vkEndCommandBuffer", result);
+  }
+  result = vkResetFences(s.device, 1, &s.fence);
+  if (result != VK_SUCCESS) {
+    recycle();
+    throw VulkanError("vkResetFences", result);
+  }
+  VkSubmitInfo submit{};
+  submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cmd;
+  result = vkQueueSubmit(s.queue, 1, &submit, s.fence);
+  if (result != VK_SUCCESS) {
+    recycle();
+    throw VulkanError("vkQueueSubmit", result);
+  }
+  result = vkWaitForFences(s.device, 1, &s.fence, VK_TRUE, kFenceTimeoutSeconds * 1000000000ull);
+  if (result == VK_TIMEOUT)
+    throw VulkanError("GPU did not finish within " + std::to_string(kFenceTimeoutSeconds) + " s");
+  check(result, "vkWaitForFences");
+  recycle();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Timestamps
+
+void Context::resetTimestamps(VkCommandBuffer cmd, uint32_t count) {
+  Impl &s = *impl_;
+  if (!info_.timestamps)
+    throw VulkanError("device '" + info_.name + "' has no timestamps on its compute queue");
+  if (count == 0) return;
+  if (count > s.timestampSlots) {
+    if (s.timestampPool) s.retiredTimestampPools.push_back(s.timestampPool);
+    s.timestampPool = VK_NULL_HANDLE;
+    s.timestampSlots = 0;
+    uint32_t slots = std::max(count, kMinTimestampSlots);
+    VkQueryPoolCreateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+    info.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    info.queryCount = slots;
+    check(vkCreateQueryPool(s.device, &info, nullptr, &s.timestampPool), "vkCreateQueryPool");
+    s.timestampSlots = slots;
+  }
+  vkCmdResetQueryPool(cmd, s.timestampPool, 0, count);
+}
+
+void Context::writeTimestamp(VkCommandBuffer cmd, uint32_t slot) {
+  Impl &s = *impl_;
+  if (slot >= s.timestampSlots)
+    throw VulkanError("writeTimestamp: slot " + std::to_string(slot) +
+                      " was not reset (resetTimestamps made " + std::to_string(s.timestampSlots) + ")");
+  // Bottom of pipe: the time when everything recorded before has finished.
+  vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s.timestampPool, slot);
+}
+
+std::vector<uint64_t> Context::readTimestamps(uint32_t count) {
+  Impl &s = *impl_;
+  if (count == 0) return {};
+  if (count > s.timestampSlots)
+    throw VulkanError("readTimestamps: " + std::to_string(count) + " slots asked for, " +
+                      std::to_string(s.timestampSlots) + " exist");
+  // No WAIT_BIT: the work was already waited for, and waiting on a slot never written could hang. Each
+  // result is followed by its availability word instead.
+  std::vector<uint64_t> raw(2 * size_t(count));
+  VkResult result = vkGetQueryPoolResults(s.device, s.timestampPool, 0, count, raw.size() * sizeof(uint64_t),
+                                          raw.data(), 2 * sizeof(uint64_t),
+                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
+  if (result != VK_SUCCESS && result != VK_NOT_READY) throw VulkanError("vkGetQueryPoolResults", result);
+  uint64_t validMask = s.timestampValidBits >= 64 ? UINT64_MAX : (1ull << s.timestampValidBits) - 1;
+  std::vector<uint64_t> nanoseconds(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (raw[2 * i + 1] == 0)
+      throw VulkanError("readTimestamps: slot " + std::to_string(i) +
+                        " was not written by a finished submission");
+    // long double keeps all 64 bits of a tick count; a double would round ns after ~100 days of uptime.
+    nanoseconds[i] = uint64_t((long double)(raw[2 * i] & validMask) * info_.timestampPeriodNs + 0.5L);
+  }
+  return nanoseconds;
+}
+
+} // namespace gerbil::vk

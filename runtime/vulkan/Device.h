@@ -22,6 +22,9 @@ private:
   VkResult result_ = VK_ERROR_UNKNOWN;
 };
 
+// The enumerator's name ("VK_ERROR_DEVICE_LOST"), or "VkResult(<number>)" for one this file doesn't know.
+const char *resultName(VkResult result);
+
 // Thrown when no Vulkan driver or no device is present (tests turn it into a skip).
 class NoDeviceError : public VulkanError {
 public:
@@ -50,11 +53,18 @@ struct ContextOptions {
   int deviceIndex = -1;      // -1: the first discrete GPU, else the first device
   bool validation = false;   // VK_LAYER_KHRONOS_validation (also turned on by GERBIL_VK_VALIDATION=1)
   bool enableFloat16 = true; // enable shaderFloat16 / 16-bit storage when the device has them
+  // Tests: copy through the staging buffer even where device memory is mapped (as it must be on a discrete
+  // GPU), and the size of one staging copy, so that a small test crosses chunk boundaries.
+  bool forceStaging = false;
+  uint64_t stagingChunkBytes = 64ull << 20;
 };
 
 class Context;
 
 // A device-local storage buffer (on devices where all memory is host-visible it is also mapped).
+// size() is the allocated size: the request rounded up to a multiple of 4 (so that fill covers it all), and
+// 16 bytes for an empty request. A Buffer still alive when its Context is destroyed is freed and
+// emptied then.
 class Buffer {
 public:
   Buffer() = default;
@@ -72,6 +82,7 @@ private:
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   uint64_t size_ = 0;
+  void *mapped_ = nullptr; // set when the memory is host-visible and coherent: copies bypass staging
   void release();
 };
 
@@ -80,6 +91,7 @@ struct Pipeline {
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout setLayout = VK_NULL_HANDLE;
   uint32_t numBindings = 0;
+  uint32_t pushConstantBytes = 0;
 };
 
 struct BufferRange {
@@ -96,6 +108,7 @@ public:
   Context(const Context &) = delete;
   Context &operator=(const Context &) = delete;
 
+  // For a Context, shaderFloat16 and storageBuffer16BitAccess say what was enabled, not only supported.
   const DeviceInfo &info() const { return info_; }
   VkDevice device() const { return device_; }
 
@@ -110,6 +123,8 @@ public:
                           const std::string &name);
   // A descriptor set for one dispatch: ranges[i] is bound to binding i.
   VkDescriptorSet createDescriptorSet(const Pipeline &pipeline, const std::vector<BufferRange> &ranges);
+  // Frees every descriptor set created so far, for reuse of their pools; none of them may be in use.
+  void resetDescriptorSets();
 
   // Command recording: begin, any number of dispatch/barrier/timestamp, then submit (waits for completion).
   VkCommandBuffer beginCommands();
@@ -122,6 +137,13 @@ public:
   void resetTimestamps(VkCommandBuffer cmd, uint32_t count);
   void writeTimestamp(VkCommandBuffer cmd, uint32_t slot);
   std::vector<uint64_t> readTimestamps(uint32_t count);  // nanoseconds
+
+  // Validation layer (ContextOptions::validation or GERBIL_VK_VALIDATION=1): whether it is on, and how many
+  // errors it reported for this context, or in the whole process (including those reported while a context
+  // was being destroyed, such as leaked objects).
+  bool validationEnabled() const;
+  uint32_t validationErrors() const;
+  static uint32_t validationErrorsInProcess();
 
 private:
   friend class Buffer;

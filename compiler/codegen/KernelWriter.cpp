@@ -1,0 +1,66 @@
+#include "compiler/codegen/KernelWriter.h"
+
+#include "compiler/codegen/ShaderCompiler.h"
+
+#include <cstdio>
+#include <string_view>
+
+const std::vector<std::pair<std::string_view, std::string_view>> &gerbilKernelSources();
+
+namespace gerbil::codegen {
+namespace {
+
+std::string_view kernelFile(const std::string &name) {
+  for (const auto &[file, text] : gerbilKernelSources())
+    if (file == name) return text;
+  throw CodegenError("no kernel template '" + name + "' is built in");
+}
+
+std::string declare(const KernelBinding &b, size_t index) {
+  std::string layout = "layout(std430, binding = " + std::to_string(index) + ") ";
+  std::string block = "Binding_" + b.name;
+  std::string array = b.name + "_";
+  if (b.access == Access::TokenIds)
+    return layout + "restrict readonly buffer " + block + " { int " + b.name + "[]; };\n";
+  std::string qualifier = b.access == Access::Read ? "restrict readonly " : b.access == Access::Write ? "restrict writeonly " : "restrict ";
+  bool packed16 = b.dtype == plan::DType::F16 || b.dtype == plan::DType::BF16;
+  std::string text = layout + qualifier + "buffer " + block + " { " + (packed16 ? "uint " : "float ") + array + "[]; };\n";
+  if (b.access != Access::Write) {
+    text += "float load_" + b.name + "(uint i) { ";
+    if (b.dtype == plan::DType::F16) text += "return unpackHalf2x16(" + array + "[i >> 1])[i & 1u]; }\n";
+    else if (b.dtype == plan::DType::BF16)
+      text += "uint w = " + array + "[i >> 1]; return uintBitsToFloat((i & 1u) == 0u ? w << 16 : w & 0xffff0000u); }\n";
+    else text += "return " + array + "[i]; }\n";
+  }
+  if (b.access != Access::Read) {
+    if (packed16) throw CodegenError("binding '" + b.name + "': kernels only write f32");
+    text += "void store_" + b.name + "(uint i, float v) { " + array + "[i] = v; }\n";
+  }
+  return text;
+}
+
+} // namespace
+
+std::string glslFloat(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", value);
+  std::string text = buffer;
+  if (text.find_first_of(".en") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string writeKernel(const KernelSource &kernel) {
+  std::string text = "#version 450\n#extension GL_EXT_control_flow_attributes : enable\n";
+  const auto &wg = kernel.workgroup;
+  text += "layout(local_size_x = " + std::to_string(wg[0]) + ", local_size_y = " + std::to_string(wg[1]) +
+          ", local_size_z = " + std::to_string(wg[2]) + ") in;\n";
+  text += "#define WORKGROUP " + std::to_string(wg[0]) + "u\n";
+  for (const auto &[name, value] : kernel.defines) text += "#define " + name + " " + value + "\n";
+  if (kernel.needsReduction) text += "#define NEEDS_REDUCTION 1\n";
+  text += kernelFile("common.glsl");
+  for (size_t i = 0; i < kernel.bindings.size(); ++i) text += declare(kernel.bindings[i], i);
+  text += kernelFile(kernel.templateFile);
+  return text;
+}
+
+} // namespace gerbil::codegen

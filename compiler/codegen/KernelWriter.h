@@ -1,0 +1,36 @@
+// Assembles the GLSL of one kernel: the family's template from kernels/, specialised with #defines, and
+// the storage-buffer declarations with their typed load_/store_ accessors.
+#pragma once
+
+#include "runtime/plan/Plan.h"
+
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gerbil::codegen {
+
+enum class Access { TokenIds, Read, Write, ReadWrite };
+
+struct KernelBinding {
+  std::string name;  // the template calls load_<name> / store_<name>
+  Access access = Access::Read;
+  plan::DType dtype = plan::DType::F32;
+};
+
+struct KernelSource {
+  std::string templateFile;  // kernels/<templateFile>
+  std::vector<std::pair<std::string, std::string>> defines;
+  std::vector<KernelBinding> bindings;  // binding i of the descriptor set
+  std::array<int64_t, 3> workgroup = {64, 1, 1};
+  bool needsReduction = false;
+};
+
+// Throws CodegenError when the template does not exist.
+std::string writeKernel(const KernelSource &kernel);
+
+// A GLSL float literal that round-trips an f32.
+std::string glslFloat(double value);
+
+} // namespace gerbil::codegen

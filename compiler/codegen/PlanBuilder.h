@@ -1,0 +1,21 @@
+// Codegen proper: reads the dispatched, memory-planned gerbil module and produces the plan, with one
+// specialised, validated SPIR-V kernel per distinct dispatch.
+#pragma once
+
+#include "runtime/plan/Plan.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace gerbil::codegen {
+
+struct CodegenOptions {
+  std::string target = "generic";
+  int64_t maxSequence = 0;  // KV cache positions
+};
+
+// Throws CodegenError naming the dispatch at fault.
+plan::Plan buildPlan(mlir::ModuleOp module, const CodegenOptions &options);
+
+} // namespace gerbil::codegen

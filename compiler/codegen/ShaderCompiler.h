@@ -1,0 +1,32 @@
+// GLSL -> SPIR-V with libshaderc, then SPIRV-Tools validation for Vulkan 1.2.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gerbil::codegen {
+
+class CodegenError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+class ShaderCompiler {
+public:
+  ShaderCompiler();
+  ~ShaderCompiler();
+  ShaderCompiler(const ShaderCompiler &) = delete;
+  ShaderCompiler &operator=(const ShaderCompiler &) = delete;
+
+  // Throws CodegenError with the compiler's or validator's message, naming the kernel.
+  std::vector<uint32_t> compile(const std::string &glsl, const std::string &name);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace gerbil::codegen

@@ -1,0 +1,142 @@
+#include "compiler/driver/Driver.h"
+
+#include "compiler/codegen/PlanBuilder.h"
+#include "compiler/codegen/ShaderCompiler.h"
+#include "compiler/frontend/Frontend.h"
+#include "compiler/generator/Generator.h"
+#include "gerbil/Passes/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_os_ostream.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace gerbil {
+namespace {
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FrontendError(path + ": cannot read the file");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void printModule(mlir::ModuleOp module, const std::string &path, std::ostream &out) {
+  mlir::OpPrintingFlags flags;
+  if (path.empty() || path == "-") {
+    llvm::raw_os_ostream os(out);
+    module.print(os, flags);
+    return;
+  }
+  std::ofstream file(path);
+  if (!file) throw plan::PlanError(path + ": cannot write the file");
+  llvm::raw_os_ostream os(file);
+  module.print(os, flags);
+}
+
+} // namespace
+
+int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err, CompileSummary *summary) {
+  if (options.weightDtype != "f32" && options.weightDtype != "f16") {
+    err << "gerbilc: error: --dtype must be f32 or f16, got '" << options.weightDtype << "'\n";
+    return kExitUsage;
+  }
+  if (options.target != "generic") {
+    err << "gerbilc: error: unknown --target '" << options.target << "' (available: generic)\n";
+    return kExitUsage;
+  }
+  if (options.emit != "plan" && options.emit != "mlir" && options.emit != "mlir-opt") {
+    err << "gerbilc: error: --emit must be plan, mlir or mlir-opt, got '" << options.emit << "'\n";
+    return kExitUsage;
+  }
+  try {
+    FrontendOptions frontendOptions{options.archSpecDir, options.maxSequence};
+    ModelDescription model = loadModel(options.configPath, frontendOptions);
+    int64_t maxSequence = options.maxSequence;
+    if (maxSequence <= 0) maxSequence = std::min<int64_t>(model.maxPositionEmbeddings > 0 ? model.maxPositionEmbeddings : 2048, 2048);
+    if (model.positions == PositionKind::Learned && maxSequence > model.maxPositionEmbeddings) {
+      err << "gerbilc: error: --max-seq " << maxSequence << " exceeds the " << model.maxPositionEmbeddings
+          << " learned positions of " << options.configPath << "\n";
+      return kExitBadInput;
+    }
+    int64_t prefillChunk = options.prefillChunk > 0 ? options.prefillChunk : std::min<int64_t>(maxSequence, 256);
+    if (prefillChunk > maxSequence) prefillChunk = maxSequence;
+
+    mlir::MLIRContext context;
+    std::string diagnostics;
+    llvm::raw_string_ostream diagnosticStream(diagnostics);
+    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+      diagnosticStream << d.getLocation() << ": " << d << "\n";
+      return mlir::success();
+    });
+    mlir::OwningOpRef<mlir::ModuleOp> module = generateModule(context, model);
+    if (mlir::failed(mlir::verify(*module))) {
+      err << "gerbilc: internal error: the generated module does not verify:\n" << diagnostics;
+      return kExitInternal;
+    }
+    if (options.emit == "mlir") {
+      printModule(*module, options.outputPath, out);
+      return kExitOk;
+    }
+
+    mlir::PassManager pm(&context);
+    mlir::gerbil::buildGerbilPipeline(pm, {options.weightDtype, prefillChunk});
+    if (mlir::failed(pm.run(*module))) {
+      err << "gerbilc: internal error: the pass pipeline failed:\n" << diagnostics;
+      return kExitInternal;
+    }
+    if (options.emit == "mlir-opt") {
+      printModule(*module, options.outputPath, out);
+      return kExitOk;
+    }
+
+    codegen::CodegenOptions codegenOptions{options.target, maxSequence};
+    plan::Plan plan = codegen::buildPlan(*module, codegenOptions);
+    plan.model.configJson = readText(options.configPath);
+    plan.model.configPath = std::filesystem::absolute(options.configPath).lexically_normal().string();
+    plan.compilerVersion = "gerbilc 0.1";
+    std::vector<uint8_t> bytes = plan::serialize(plan);
+    if (options.outputPath.empty()) {
+      err << "gerbilc: error: no output file: use -o MODEL.plan\n";
+      return kExitUsage;
+    }
+    plan::writeFile(plan, options.outputPath);
+    if (summary) {
+      summary->architecture = model.architecture;
+      summary->dispatchesPerStep = static_cast<int64_t>(plan.decode.size());
+      summary->kernels = static_cast<int64_t>(plan.kernels.size());
+      for (const plan::Weight &w : plan.weights) summary->weightBytes += w.bytes();
+      summary->arenaBytes = plan.arenaBytes;
+      summary->kvCacheBytes = plan.kvCache.bytes;
+      summary->planBytes = bytes.size();
+    }
+    return kExitOk;
+  } catch (const FrontendError &e) {
+    err << "gerbilc: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const plan::PlanError &e) {
+    err << "gerbilc: error: " << e.what() << "\n";
+    return kExitIO;
+  } catch (const codegen::CodegenError &e) {
+    err << "gerbilc: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
+}
+
+int listArchitectures(const std::string &archSpecDir, std::ostream &out, std::ostream &err) {
+  try {
+    for (const ArchitectureEntry &entry : gerbil::listArchitectures(archSpecDir))
+      out << entry.architecture << "\t" << entry.family << "\t" << entry.specFile << "\n";
+    return kExitOk;
+  } catch (const FrontendError &e) {
+    err << "gerbilc: error: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+}
+
+} // namespace gerbil

@@ -1,0 +1,40 @@
+// The gerbilc driver: config.json -> arch spec -> gerbil module -> pass pipeline -> codegen -> plan.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace gerbil {
+
+struct CompileOptions {
+  std::string configPath;
+  std::string outputPath;          // the plan (or "-" for stdout with --emit=mlir*)
+  std::string emit = "plan";       // plan | mlir | mlir-opt
+  std::string weightDtype = "f32"; // f32 | f16
+  std::string target = "generic";
+  std::string archSpecDir;         // extra specs, searched before the built-in ones
+  int64_t maxSequence = 0;         // 0: min(max_position_embeddings, 2048)
+  int64_t prefillChunk = 0;        // 0: min(maxSequence, 256)
+};
+
+struct CompileSummary {
+  std::string architecture;
+  int64_t dispatchesPerStep = 0;
+  int64_t kernels = 0;
+  uint64_t weightBytes = 0;
+  uint64_t arenaBytes = 0;
+  uint64_t kvCacheBytes = 0;
+  uint64_t planBytes = 0;
+};
+
+// Exit codes that mean something to scripts.
+enum ExitCode : int { kExitOk = 0, kExitUsage = 2, kExitBadInput = 3, kExitInternal = 4, kExitIO = 5 };
+
+// Compiles and writes the output; errors go to `err` as "gerbilc: error: ..." and give a non-zero code.
+int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err, CompileSummary *summary);
+
+// Prints the architecture registry.
+int listArchitectures(const std::string &archSpecDir, std::ostream &out, std::ostream &err);
+
+} // namespace gerbil

@@ -1,0 +1,28 @@
+// The gerbil passes and the standard pipeline gerbilc runs.
+#pragma once
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <memory>
+#include <string>
+
+namespace mlir::gerbil {
+
+#define GEN_PASS_DECL
+#include "gerbil/Passes/Passes.h.inc"
+
+struct PipelineOptions {
+  std::string weightDtype = "f32";
+  int64_t maxTokens = 512;
+};
+
+// verify -> layout -> dispatch formation -> memory planning -> verify (dispatched).
+void buildGerbilPipeline(OpPassManager &pm, const PipelineOptions &options);
+
+#define GEN_PASS_REGISTRATION
+#include "gerbil/Passes/Passes.h.inc"
+
+} // namespace mlir::gerbil

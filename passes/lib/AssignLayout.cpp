@@ -1,0 +1,40 @@
+// Layout: the device dtype of every weight. Matrices take the requested dtype; vectors (norm weights,
+// biases) stay f32, being small and precision-sensitive. Every weight is row-major [rows, cols] on the
+// device, which the generic kernels read with coalesced loads along a row.
+#include "gerbil/Dialect/GerbilDialect.h"
+#include "gerbil/Passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::gerbil {
+#define GEN_PASS_DEF_GERBILASSIGNLAYOUT
+#include "gerbil/Passes/Passes.h.inc"
+} // namespace mlir::gerbil
+
+using namespace mlir;
+using namespace mlir::gerbil;
+
+namespace {
+
+struct AssignLayoutPass : mlir::gerbil::impl::GerbilAssignLayoutBase<AssignLayoutPass> {
+  using GerbilAssignLayoutBase::GerbilAssignLayoutBase;
+
+  void runOnOperation() override {
+    Builder b(&getContext());
+    Type matrixType;
+    if (dtype == "f32") matrixType = b.getF32Type();
+    else if (dtype == "f16") matrixType = b.getF16Type();
+    else {
+      getOperation().emitError() << "gerbil-assign-layout: dtype must be f32 or f16, got '" << dtype << "'";
+      return signalPassFailure();
+    }
+    for (auto weight : getOperation().getOps<WeightOp>()) {
+      auto type = llvm::cast<RankedTensorType>(weight.getType());
+      // 16-bit weights are read two per 32-bit word, so their rows must have an even length.
+      bool matrix = type.getRank() == 2 && type.getDimSize(1) % 2 == 0;
+      weight.setDeviceDtypeAttr(TypeAttr::get(matrix ? matrixType : b.getF32Type()));
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,47 @@
+// Dispatch formation: every computation becomes one gerbil.dispatch, i.e. one kernel launch.
+#include "gerbil/Dialect/GerbilDialect.h"
+#include "gerbil/Passes/KernelCatalog.h"
+#include "gerbil/Passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::gerbil {
+#define GEN_PASS_DEF_GERBILFORMDISPATCHES
+#include "gerbil/Passes/Passes.h.inc"
+} // namespace mlir::gerbil
+
+using namespace mlir;
+using namespace mlir::gerbil;
+
+namespace {
+
+struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDispatchesPass> {
+  void runOnOperation() override {
+    SmallVector<Operation *> computations;
+    getOperation().walk([&](Operation *op) {
+      if (op->getParentOfType<DispatchOp>() || isa<DispatchOp>(op)) return;
+      if (chooseKernel(op)) computations.push_back(op);
+    });
+    for (Operation *op : computations)
+      if (failed(wrap(op))) return signalPassFailure();
+  }
+
+  LogicalResult wrap(Operation *op) {
+    std::optional<KernelChoice> kernel = chooseKernel(op);
+    OpBuilder builder(op);
+    auto dispatch = builder.create<DispatchOp>(op->getLoc(), op->getResultTypes(), op->getOperands(),
+                                               kernel->kernel, kernel->grid, kernel->workgroup);
+    Block &body = dispatch.getBody().front();
+    IRMapping mapping;
+    mapping.map(op->getOperands(), body.getArguments());
+    OpBuilder inner = OpBuilder::atBlockEnd(&body);
+    Operation *clone = inner.clone(*op, mapping);
+    inner.create<YieldOp>(op->getLoc(), clone->getResults());
+    op->replaceAllUsesWith(dispatch.getResults());
+    op->erase();
+    return success();
+  }
+};
+
+} // namespace

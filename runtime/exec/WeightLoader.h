@@ -1,0 +1,41 @@
+// Loads the weights a plan names from a checkpoint, converts each to its device dtype and layout, and
+// uploads it. Every tensor is checked against the plan first: missing tensors and wrong shapes are errors
+// naming the tensor; checkpoint tensors the plan does not use are reported.
+#pragma once
+
+#include "runtime/plan/Plan.h"
+#include "runtime/vulkan/Device.h"
+#include "runtime/weights/Safetensors.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace gerbil::exec {
+
+class RuntimeError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+struct LoadedWeights {
+  std::vector<vk::Buffer> buffers;  // one per plan weight, in plan order
+  uint64_t bytes = 0;
+};
+
+// (bytes done, bytes in all)
+using ProgressFn = std::function<void(uint64_t, uint64_t)>;
+
+// Checks that the checkpoint has every weight with the right shape and dtype. Returns the names of
+// checkpoint tensors that no weight uses and no ignore pattern covers. Throws WeightError.
+std::vector<std::string> checkCheckpoint(const plan::Plan &plan, const weights::Checkpoint &checkpoint);
+
+// Converts one weight to its device bytes (exposed for tests).
+std::vector<uint8_t> convertWeight(const plan::Weight &weight, const weights::TensorView &tensor);
+
+LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan, const weights::Checkpoint &checkpoint,
+                            const ProgressFn &progress);
+
+bool globMatch(const std::string &pattern, const std::string &text);
+
+} // namespace gerbil::exec

@@ -1,0 +1,92 @@
+// RUN: gerbil-opt %s -split-input-file -verify-diagnostics
+
+func.func @matmul_k(%x: tensor<?x8xf32>, %w: tensor<4x6xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{does not take inputs of 8}}
+  %y = gerbil.matmul %x, %w : (tensor<?x8xf32>, tensor<4x6xf32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @matmul_n(%x: tensor<?x8xf32>, %w: tensor<4x8xf32>) -> tensor<?x5xf32> {
+  // expected-error @+1 {{does not give outputs of 5}}
+  %y = gerbil.matmul %x, %w : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<?x5xf32>
+  return %y : tensor<?x5xf32>
+}
+
+// -----
+
+func.func @bias(%x: tensor<?x8xf32>, %b: tensor<7xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{bias 'tensor<7xf32>' does not match rows of 8}}
+  %y = gerbil.add %x, %b : (tensor<?x8xf32>, tensor<7xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @norm_group(%x: tensor<?x8xf32>, %w: tensor<3xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{weight of 3 does not divide the row of 8}}
+  %y = gerbil.rms_norm %x, %w {eps = 1.0e-5} : (tensor<?x8xf32>, tensor<3xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+gerbil.kv_cache @kv0 {layer = 0 : i64, num_kv_heads = 3 : i64, head_dim = 4 : i64}
+func.func @gqa(%q: tensor<?x16xf32>, %pos: index) -> tensor<?x16xf32> {
+  // expected-error @+1 {{num_kv_heads (3) must divide num_heads (4)}}
+  %a = gerbil.attention %q, %pos over @kv0 {num_heads = 4 : i64, num_kv_heads = 3 : i64, head_dim = 4 : i64, scale = 0.5} : (tensor<?x16xf32>, index) -> tensor<?x16xf32>
+  return %a : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @heads(%q: tensor<?x12xf32>, %pos: index) -> tensor<?x12xf32> {
+  // expected-error @+1 {{rows of 12 are not num_heads × head_dim = 16}}
+  %a = gerbil.attention %q, %pos over @kv0 {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, scale = 0.5} : (tensor<?x12xf32>, index) -> tensor<?x12xf32>
+  return %a : tensor<?x12xf32>
+}
+
+// -----
+
+gerbil.kv_cache @kv0 {layer = 0 : i64, num_kv_heads = 1 : i64, head_dim = 4 : i64}
+func.func @append(%k: tensor<?x8xf32>, %pos: index) {
+  // expected-error @+1 {{rows of 8 do not match the cache's 1 kv heads × 4}}
+  gerbil.kv_append %k, %k, %pos into @kv0 : tensor<?x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @missing_cache(%k: tensor<?x8xf32>, %pos: index) {
+  // expected-error @+1 {{refers to @nowhere, which is not a gerbil.kv_cache}}
+  gerbil.kv_append %k, %k, %pos into @nowhere : tensor<?x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @rope(%x: tensor<?x8xf32>, %pos: index) -> tensor<?x8xf32> {
+  // expected-error @+1 {{inv_freq needs rotary_dim / 2 = 2 entries}}
+  %r = gerbil.rope %x, %pos {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64, inv_freq = array<f64: 1.0>, attention_scaling = 1.0} : tensor<?x8xf32>
+  return %r : tensor<?x8xf32>
+}
+
+// -----
+
+gerbil.weight @w : tensor<4x8xf32> {keys = ["w"]}
+func.func @ref_type() -> tensor<4x4xf32> {
+  // expected-error @+1 {{type 'tensor<4x4xf32>' differs from the weight's 'tensor<4x8xf32>'}}
+  %w = gerbil.weight_ref @w : tensor<4x4xf32>
+  return %w : tensor<4x4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{slice [0, 2, 3] does not match the weight shape}}
+gerbil.weight @sliced : tensor<4x8xf32> {keys = ["w"], slice = array<i64: 0, 2, 3>}
+
+// -----
+
+// expected-error @+1 {{needs at least one checkpoint key}}
+gerbil.weight @keyless : tensor<4xf32> {keys = []}

@@ -1,0 +1,16 @@
+# lit configuration of gerbil: FileCheck tests of the dialect, the passes, codegen and the tools.
+import os
+import lit.formats
+
+config.name = "gerbil"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.gerbil_binary_dir, "test", "lit")
+config.environment["PATH"] = os.pathsep.join(
+    [config.gerbil_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+for name in ["VK_DRIVER_FILES", "VK_ICD_FILENAMES", "HOME"]:
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
+config.substitutions.append(("%fixtures", os.path.join(config.gerbil_source_dir, "test", "fixtures")))

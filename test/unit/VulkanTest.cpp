@@ -1,0 +1,450 @@
+// Tests of the Vulkan compute layer. They run on whatever driver the loader finds (lavapipe in CI, via
+// VK_DRIVER_FILES set by ctest) and skip, not fail, when there is no Vulkan driver at all.
+#include "runtime/vulkan/Device.h"
+
+#include "double_plus_start.spv.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <numeric>
+
+using namespace gerbil::vk;
+
+namespace {
+
+const std::vector<uint32_t> kDoublePlusStart(std::begin(kDoublePlusStartSpirv),
+                                             std::end(kDoublePlusStartSpirv));
+constexpr uint32_t kWorkgroupSize = 64; // local_size_x of double_plus_start.comp
+
+// The shader's push constant block.
+struct DoublePlusStartParams {
+  uint32_t tokens;
+  uint32_t start;
+};
+
+uint32_t groupsFor(uint32_t elements) {
+  return (elements + kWorkgroupSize - 1) / kWorkgroupSize;
+}
+
+// Declares `name` as a Context made with `options`, or skips the test when there is no Vulkan device.
+#define CONTEXT_OR_SKIP(name, options)                                                                       \
+  std::unique_ptr<Context> name;                                                                             \
+  try {                                                                                                      \
+    name = std::make_unique<Context>(options);                                                               \
+  } catch (const NoDeviceError &e) {                                                                         \
+    GTEST_SKIP() << e.what();                                                                                \
+  }
+
+std::vector<float> ramp(size_t n) {
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = float(i % 4099) * 0.5f - 7.0f;
+  return values;
+}
+
+std::vector<uint8_t> bytePattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> bytes(n);
+  uint32_t state = seed;
+  for (auto &b : bytes) {
+    state = state * 1664525u + 1013904223u;
+    b = uint8_t(state >> 24);
+  }
+  return bytes;
+}
+
+// Records one dispatch of double_plus_start over `tokens` elements: out = 2 * in + start.
+void recordDoublePlusStart(Context &ctx, VkCommandBuffer cmd, const Pipeline &pipeline, VkDescriptorSet set,
+                           uint32_t tokens, uint32_t start) {
+  DoublePlusStartParams params{tokens, start};
+  ctx.dispatch(cmd, pipeline, set, &params, sizeof params, groupsFor(tokens), 1, 1);
+}
+
+// Uploads, dispatches twice with a barrier, fills, times and downloads: the work a validation run checks.
+void runWorkload(Context &ctx) {
+  constexpr uint32_t n = 10000;
+  Pipeline pipeline =
+      ctx.createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  Buffer x = ctx.createBuffer(n * sizeof(float), "x");
+  Buffer y = ctx.createBuffer(n * sizeof(float), "y");
+  Buffer z = ctx.createBuffer(n * sizeof(float), "z");
+  std::vector<float> input = ramp(n);
+  ctx.upload(x, 0, input.data(), n * sizeof(float));
+  ctx.fill(z, 0);
+  VkDescriptorSet first = ctx.createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {y.handle(), 0, 0}});
+  VkDescriptorSet second = ctx.createDescriptorSet(pipeline, {{y.handle(), 0, 0}, {z.handle(), 0, 0}});
+  VkCommandBuffer cmd = ctx.beginCommands();
+  bool timed = ctx.info().timestamps;
+  if (timed) {
+    ctx.resetTimestamps(cmd, 2);
+    ctx.writeTimestamp(cmd, 0);
+  }
+  recordDoublePlusStart(ctx, cmd, pipeline, first, n, 1);
+  ctx.computeBarrier(cmd);
+  recordDoublePlusStart(ctx, cmd, pipeline, second, n, 5);
+  if (timed) ctx.writeTimestamp(cmd, 1);
+  ctx.submitAndWait(cmd);
+  if (timed) ctx.readTimestamps(2);
+  std::vector<float> output(n);
+  ctx.download(z, 0, output.data(), n * sizeof(float));
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(output[i], 2.0f * (2.0f * input[i] + 1.0f) + 5.0f) << "element " << i;
+  ctx.resetDescriptorSets();
+}
+
+} // namespace
+
+TEST(VulkanDevices, ListFindsAtLeastOneDevice) {
+  std::vector<DeviceInfo> devices;
+  try {
+    devices = Context::listDevices();
+  } catch (const NoDeviceError &e) {
+    GTEST_SKIP() << e.what();
+  }
+  ASSERT_GE(devices.size(), 1u);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const DeviceInfo &d = devices[i];
+    EXPECT_EQ(d.index, i);
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_TRUE(d.type == "discrete" || d.type == "integrated" || d.type == "virtual" || d.type == "cpu" ||
+                d.type == "other")
+        << d.type;
+    if (d.apiVersion < VK_API_VERSION_1_2) continue; // listed, but no Context will use it
+    EXPECT_FALSE(d.driver.empty());
+    EXPECT_GT(d.subgroupSize, 0u);
+    EXPECT_GT(d.deviceLocalBytes, 0u);
+    EXPECT_GT(d.maxStorageBufferRange, 0u);
+    EXPECT_GT(d.maxSharedMemoryBytes, 0u);
+    EXPECT_GT(d.maxWorkgroupCount[0], 0u);
+    if (d.timestamps) {
+      EXPECT_GT(d.timestampPeriodNs, 0.0);
+    }
+  }
+}
+
+TEST(VulkanDevices, ContextDescribesItsDevice) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  EXPECT_NE(ctx->device(), VkDevice(VK_NULL_HANDLE));
+  EXPECT_FALSE(ctx->info().name.empty());
+  EXPECT_GE(ctx->info().apiVersion, uint32_t(VK_API_VERSION_1_2));
+  ContextOptions noHalf;
+  noHalf.enableFloat16 = false;
+  CONTEXT_OR_SKIP(withoutHalf, noHalf);
+  EXPECT_FALSE(withoutHalf->info().shaderFloat16);
+  EXPECT_FALSE(withoutHalf->info().storageBuffer16BitAccess);
+}
+
+TEST(VulkanDevices, WrongDeviceIndexListsTheDevices) {
+  std::vector<DeviceInfo> devices;
+  try {
+    devices = Context::listDevices();
+  } catch (const NoDeviceError &e) {
+    GTEST_SKIP() << e.what();
+  }
+  for (int index : {int(devices.size()) + 2, -5}) {
+    ContextOptions options;
+    options.deviceIndex = index;
+    try {
+      Context ctx(options);
+      FAIL() << "device " << index << " was accepted";
+    } catch (const VulkanError &e) {
+      std::string message = e.what();
+      EXPECT_NE(message.find("device " + std::to_string(index) + " does not exist; " +
+                             std::to_string(devices.size()) + " Vulkan device"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("0: " + devices[0].name), std::string::npos) << message;
+    }
+  }
+}
+
+TEST(VulkanBuffers, RoundTripOneMebibyte) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  constexpr size_t bytes = 1 << 20;
+  Buffer buffer = ctx->createBuffer(bytes, "one MiB");
+  EXPECT_EQ(buffer.size(), bytes);
+  std::vector<uint8_t> sent = bytePattern(bytes, 1), received(bytes);
+  ctx->upload(buffer, 0, sent.data(), bytes);
+  ctx->download(buffer, 0, received.data(), bytes);
+  EXPECT_EQ(sent, received);
+}
+
+// The staging path (the only one on a discrete GPU), forced on here, with chunks small enough to cross.
+TEST(VulkanBuffers, StagedRoundTripAcrossChunks) {
+  ContextOptions options;
+  options.forceStaging = true;
+  options.stagingChunkBytes = 64 << 10;
+  CONTEXT_OR_SKIP(ctx, options);
+  constexpr size_t bytes = (300 << 10) + 8;
+  Buffer buffer = ctx->createBuffer(bytes, "staged");
+  std::vector<uint8_t> sent = bytePattern(bytes, 2), received(bytes);
+  ctx->upload(buffer, 0, sent.data(), bytes);
+  ctx->download(buffer, 0, received.data(), bytes);
+  EXPECT_EQ(sent, received);
+
+  // A partial overwrite at an odd offset, read back by an unaligned window straddling chunks.
+  std::vector<uint8_t> patch = bytePattern(130 << 10, 3);
+  constexpr size_t patchAt = 70001;
+  ctx->upload(buffer, patchAt, patch.data(), patch.size());
+  std::copy(patch.begin(), patch.end(), sent.begin() + patchAt);
+  std::vector<uint8_t> window(200 << 10);
+  constexpr size_t windowAt = 50003;
+  ctx->download(buffer, windowAt, window.data(), window.size());
+  EXPECT_TRUE(std::equal(window.begin(), window.end(), sent.begin() + windowAt));
+}
+
+TEST(VulkanBuffers, StagedRoundTripLargerThanTheDefaultChunk) {
+  ContextOptions options;
+  options.forceStaging = true; // default 64 MiB chunks
+  CONTEXT_OR_SKIP(ctx, options);
+  const size_t bytes = options.stagingChunkBytes + (1 << 20) + 12;
+  Buffer buffer = ctx->createBuffer(bytes, "larger than a chunk");
+  std::vector<uint8_t> sent = bytePattern(bytes, 4), received(bytes);
+  ctx->upload(buffer, 0, sent.data(), bytes);
+  ctx->download(buffer, 0, received.data(), bytes);
+  EXPECT_TRUE(sent == received);
+}
+
+TEST(VulkanBuffers, SizesAndBounds) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  EXPECT_EQ(ctx->createBuffer(0, "empty").size(), 16u);
+  EXPECT_EQ(ctx->createBuffer(10, "odd").size(), 12u); // rounded up so fill covers every byte
+  Buffer buffer = ctx->createBuffer(64, "small");
+  std::vector<uint8_t> data(64);
+  EXPECT_THROW(ctx->upload(buffer, 60, data.data(), 8), VulkanError);
+  EXPECT_THROW(ctx->download(buffer, 65, data.data(), 0), VulkanError);
+  EXPECT_NO_THROW(ctx->upload(buffer, 64, data.data(), 0));
+}
+
+TEST(VulkanBuffers, OutOfMemoryNamesTheBufferAndSize) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  try {
+    ctx->createBuffer(1ull << 40, "weights");
+    FAIL() << "a 1 TiB buffer was allocated";
+  } catch (const VulkanError &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "out of device memory allocating 'weights' (1048576.0 MiB); the device has"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(VulkanBuffers, MoveTransfersOwnership) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  Buffer a = ctx->createBuffer(256, "a");
+  VkBuffer handle = a.handle();
+  Buffer b = std::move(a);
+  EXPECT_EQ(a.handle(), VkBuffer(VK_NULL_HANDLE));
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(b.handle(), handle);
+  Buffer c = ctx->createBuffer(16, "c");
+  c = std::move(b); // frees c's own buffer first
+  EXPECT_EQ(c.handle(), handle);
+  EXPECT_EQ(c.size(), 256u);
+  std::vector<uint8_t> sent = bytePattern(256, 5), received(256);
+  ctx->upload(c, 0, sent.data(), 256);
+  ctx->download(c, 0, received.data(), 256);
+  EXPECT_EQ(sent, received);
+  EXPECT_THROW(ctx->upload(a, 0, sent.data(), 4), VulkanError);
+
+  // A buffer that outlives its context is freed with it and left empty, not left dangling.
+  Buffer survivor = ctx->createBuffer(64, "survivor");
+  ctx.reset();
+  EXPECT_EQ(survivor.handle(), VkBuffer(VK_NULL_HANDLE));
+}
+
+TEST(VulkanBuffers, Fill) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  constexpr size_t n = 1000;
+  Buffer buffer = ctx->createBuffer(n * sizeof(float), "filled");
+  float one = 1.0f;
+  uint32_t oneBits;
+  std::memcpy(&oneBits, &one, sizeof oneBits);
+  ctx->fill(buffer, oneBits);
+  std::vector<float> values(n);
+  ctx->download(buffer, 0, values.data(), n * sizeof(float));
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(values[i], 1.0f) << i;
+  ctx->fill(buffer, 0);
+  ctx->download(buffer, 0, values.data(), n * sizeof(float));
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(values[i], 0.0f) << i;
+}
+
+TEST(VulkanDispatch, OneHundredThousandElements) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  constexpr uint32_t n = 100000;
+  constexpr uint32_t start = 3;
+  Pipeline pipeline =
+      ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  Buffer x = ctx->createBuffer(n * sizeof(float), "x");
+  // One workgroup's worth of spare elements after the end: the shader must leave them alone.
+  Buffer y = ctx->createBuffer((n + kWorkgroupSize) * sizeof(float), "y");
+  std::vector<float> input = ramp(n);
+  ctx->upload(x, 0, input.data(), n * sizeof(float));
+  ctx->fill(y, 0xffffffffu);
+  VkDescriptorSet set = ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {y.handle(), 0, 0}});
+  VkCommandBuffer cmd = ctx->beginCommands();
+  recordDoublePlusStart(*ctx, cmd, pipeline, set, n, start);
+  ctx->submitAndWait(cmd);
+  std::vector<float> output(n + kWorkgroupSize);
+  ctx->download(y, 0, output.data(), output.size() * sizeof(float));
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(output[i], 2.0f * input[i] + float(start)) << "element " << i;
+  for (uint32_t i = n; i < output.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &output[i], sizeof bits);
+    ASSERT_EQ(bits, 0xffffffffu) << "element " << i << " past the end was written";
+  }
+}
+
+TEST(VulkanDispatch, SecondDispatchReadsTheFirstAfterABarrier) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  constexpr uint32_t n = 50000;
+  Pipeline pipeline =
+      ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  Buffer x = ctx->createBuffer(n * sizeof(float), "x");
+  Buffer y = ctx->createBuffer(n * sizeof(float), "y");
+  Buffer z = ctx->createBuffer(n * sizeof(float), "z");
+  std::vector<float> input = ramp(n);
+  ctx->upload(x, 0, input.data(), n * sizeof(float));
+  VkDescriptorSet first = ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {y.handle(), 0, 0}});
+  VkDescriptorSet second = ctx->createDescriptorSet(pipeline, {{y.handle(), 0, 0}, {z.handle(), 0, 0}});
+  VkCommandBuffer cmd = ctx->beginCommands();
+  recordDoublePlusStart(*ctx, cmd, pipeline, first, n, 1);
+  ctx->computeBarrier(cmd);
+  recordDoublePlusStart(*ctx, cmd, pipeline, second, n, 5);
+  ctx->submitAndWait(cmd);
+  std::vector<float> output(n);
+  ctx->download(z, 0, output.data(), n * sizeof(float));
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(output[i], 2.0f * (2.0f * input[i] + 1.0f) + 5.0f) << "element " << i;
+}
+
+// Staged uploads and downloads must be ordered against dispatches in separate submissions.
+TEST(VulkanDispatch, StagedBuffersFeedAndReceiveDispatches) {
+  ContextOptions options;
+  options.forceStaging = true;
+  options.stagingChunkBytes = 16 << 10;
+  CONTEXT_OR_SKIP(ctx, options);
+  constexpr uint32_t n = 20000;
+  Pipeline pipeline =
+      ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  Buffer x = ctx->createBuffer(n * sizeof(float), "x");
+  Buffer y = ctx->createBuffer(n * sizeof(float), "y");
+  std::vector<float> input = ramp(n);
+  ctx->upload(x, 0, input.data(), n * sizeof(float));
+  VkDescriptorSet set = ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {y.handle(), 0, 0}});
+  VkCommandBuffer cmd = ctx->beginCommands();
+  recordDoublePlusStart(*ctx, cmd, pipeline, set, n, 9);
+  ctx->submitAndWait(cmd);
+  std::vector<float> output(n);
+  ctx->download(y, 0, output.data(), n * sizeof(float));
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(output[i], 2.0f * input[i] + 9.0f) << "element " << i;
+}
+
+TEST(VulkanDispatch, DescriptorSetsOutgrowOnePool) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  Pipeline pipeline =
+      ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  constexpr uint32_t n = 256;
+  Buffer x = ctx->createBuffer(n * sizeof(float), "x");
+  Buffer y = ctx->createBuffer(n * sizeof(float), "y");
+  std::vector<float> input = ramp(n);
+  ctx->upload(x, 0, input.data(), n * sizeof(float));
+  VkDescriptorSet last = VK_NULL_HANDLE;
+  for (int i = 0; i < 2500; ++i) { // more sets than one pool holds
+    last = ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {y.handle(), 0, n * sizeof(float)}});
+    ASSERT_NE(last, VkDescriptorSet(VK_NULL_HANDLE));
+  }
+  VkCommandBuffer cmd = ctx->beginCommands();
+  recordDoublePlusStart(*ctx, cmd, pipeline, last, n, 2);
+  ctx->submitAndWait(cmd);
+  std::vector<float> output(n);
+  ctx->download(y, 0, output.data(), n * sizeof(float));
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(output[i], 2.0f * input[i] + 2.0f);
+  ctx->resetDescriptorSets();
+  EXPECT_NE(ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {y.handle(), 0, 0}}),
+            VkDescriptorSet(VK_NULL_HANDLE));
+}
+
+TEST(VulkanDispatch, DescriptorSetChecksItsRanges) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  Pipeline pipeline =
+      ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  Buffer x = ctx->createBuffer(1024, "x");
+  try {
+    ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}});
+    FAIL() << "one range for two bindings was accepted";
+  } catch (const VulkanError &e) {
+    EXPECT_NE(std::string(e.what()).find("1 buffer ranges for a pipeline with 2 bindings"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {x.handle(), 512, 1024}}),
+               VulkanError);
+  EXPECT_THROW(ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {VK_NULL_HANDLE, 0, 0}}), VulkanError);
+}
+
+TEST(VulkanDispatch, TimestampsIncrease) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  if (!ctx->info().timestamps) GTEST_SKIP() << ctx->info().name << " has no timestamps";
+  constexpr uint32_t n = 100000;
+  Pipeline pipeline =
+      ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  Buffer x = ctx->createBuffer(n * sizeof(float), "x");
+  Buffer y = ctx->createBuffer(n * sizeof(float), "y");
+  ctx->fill(x, 0);
+  VkDescriptorSet set = ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {y.handle(), 0, 0}});
+  VkCommandBuffer cmd = ctx->beginCommands();
+  ctx->resetTimestamps(cmd, 3);
+  ctx->writeTimestamp(cmd, 0);
+  recordDoublePlusStart(*ctx, cmd, pipeline, set, n, 0);
+  ctx->writeTimestamp(cmd, 1);
+  ctx->computeBarrier(cmd);
+  recordDoublePlusStart(*ctx, cmd, pipeline, set, n, 0);
+  ctx->writeTimestamp(cmd, 2);
+  ctx->submitAndWait(cmd);
+  std::vector<uint64_t> times = ctx->readTimestamps(3);
+  ASSERT_EQ(times.size(), 3u);
+  EXPECT_GT(times[1], times[0]);
+  EXPECT_GT(times[2], times[1]);
+  EXPECT_LT(times[2] - times[0], 60ull * 1000 * 1000 * 1000) << "more than a minute for two tiny dispatches";
+  EXPECT_THROW(ctx->readTimestamps(1000), VulkanError);
+}
+
+TEST(VulkanPipelines, BadSpirvNamesThePipeline) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  try {
+    ctx->createPipeline({}, 2, 8, "empty-kernel");
+    FAIL() << "empty SPIR-V was accepted";
+  } catch (const VulkanError &e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline 'empty-kernel': the SPIR-V code is empty"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    ctx->createPipeline({0x12345678, 0x00010500, 0, 0, 0}, 2, 8, "not-spirv");
+    FAIL() << "SPIR-V with a wrong magic number was accepted";
+  } catch (const VulkanError &e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("pipeline 'not-spirv'"), std::string::npos) << message;
+    EXPECT_NE(message.find("0x12345678"), std::string::npos) << message;
+  }
+  EXPECT_THROW(ctx->createPipeline(kDoublePlusStart, 2, 6, "odd push constants"), VulkanError);
+}
+
+TEST(VulkanValidation, WorkloadReportsNoErrors) {
+  uint32_t errorsBefore = Context::validationErrorsInProcess();
+  bool layerPresent = false;
+  for (bool staged : {false, true}) {
+    ContextOptions options;
+    options.validation = true;
+    options.forceStaging = staged;
+    options.stagingChunkBytes = 8 << 10;
+    CONTEXT_OR_SKIP(ctx, options);
+    layerPresent = ctx->validationEnabled();
+    runWorkload(*ctx);
+    EXPECT_EQ(ctx->validationErrors(), 0u) << (staged ? "staged" : "mapped");
+  } // destroying the context is checked too: leaked objects are reported then
+  if (!layerPresent)
+    GTEST_SKIP() << "VK_LAYER_KHRONOS_validation is not installed; the workload ran unchecked";
+  EXPECT_EQ(Context::validationErrorsInProcess(), errorsBefore);
+}
