@@ -11,14 +11,10 @@ namespace gerbil {
 
 const std::vector<HyperparameterInfo> &hyperparameterTable() {
   static const std::vector<HyperparameterInfo> table = {
-      {"hidden_size", HyperparameterKind::Size},
-      {"num_layers", HyperparameterKind::Size},
-      {"num_heads", HyperparameterKind::Size},
-      {"num_kv_heads", HyperparameterKind::Size},
-      {"head_dim", HyperparameterKind::Size},
-      {"intermediate_size", HyperparameterKind::Size},
-      {"vocab_size", HyperparameterKind::Size},
-      {"max_position_embeddings", HyperparameterKind::Size},
+      {"hidden_size", HyperparameterKind::Size}, {"num_layers", HyperparameterKind::Size},
+      {"num_heads", HyperparameterKind::Size},   {"num_kv_heads", HyperparameterKind::Size},
+      {"head_dim", HyperparameterKind::Size},    {"intermediate_size", HyperparameterKind::Size},
+      {"vocab_size", HyperparameterKind::Size},  {"max_position_embeddings", HyperparameterKind::Size},
       {"norm_eps", HyperparameterKind::Real},
   };
   return table;
@@ -53,7 +49,9 @@ public:
 
   std::string location(const YAML::Node &node, const std::string &path) const {
     std::string where = file_;
-    if (node.IsDefined() && !node.Mark().is_null()) where += ":" + std::to_string(node.Mark().line + 1);
+    // append() rather than ":" + to_string(): GCC 12 warns falsely (-Wrestrict) about the latter here.
+    if (node.IsDefined() && !node.Mark().is_null())
+      where.append(":").append(std::to_string(node.Mark().line + 1));
     if (!path.empty()) where.append(": ").append(path);
     return where;
   }
@@ -67,7 +65,8 @@ public:
   }
 
   // Every key of `node` must be one of `allowed`: unknown keys are typos more often than not.
-  void checkKeys(const YAML::Node &node, const std::string &path, const std::vector<std::string> &allowed) const {
+  void checkKeys(const YAML::Node &node, const std::string &path,
+                 const std::vector<std::string> &allowed) const {
     expectMap(node, path);
     std::set<std::string> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -79,7 +78,8 @@ public:
   }
 
   // The entries of a mapping with free-form keys (weights, hyperparameters), duplicates refused.
-  std::vector<std::pair<std::string, YAML::Node>> entries(const YAML::Node &node, const std::string &path) const {
+  std::vector<std::pair<std::string, YAML::Node>> entries(const YAML::Node &node,
+                                                          const std::string &path) const {
     expectMap(node, path);
     std::vector<std::pair<std::string, YAML::Node>> result;
     std::set<std::string> seen;
@@ -104,13 +104,15 @@ public:
 
   bool boolean(const YAML::Node &node, const std::string &path) const {
     bool value = false;
-    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) fail(node, path, "expected true or false");
+    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value))
+      fail(node, path, "expected true or false");
     return value;
   }
 
   double real(const YAML::Node &node, const std::string &path) const {
     double value = 0;
-    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value)) fail(node, path, "expected a number");
+    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value))
+      fail(node, path, "expected a number");
     return value;
   }
 
@@ -127,7 +129,8 @@ public:
     if (node.IsScalar()) {
       result.push_back(node.Scalar());
     } else if (node.IsSequence()) {
-      for (size_t i = 0; i < node.size(); ++i) result.push_back(scalar(node[i], path + "[" + std::to_string(i) + "]"));
+      for (size_t i = 0; i < node.size(); ++i)
+        result.push_back(scalar(node[i], path + "[" + std::to_string(i) + "]"));
     } else {
       fail(node, path, "expected a string or a list of strings");
     }
@@ -179,8 +182,8 @@ std::vector<std::string> readKeys(const SpecReader &reader, const YAML::Node &no
   return result;
 }
 
-HyperparameterSpec readHyperparameter(const SpecReader &reader, const YAML::Node &node, const std::string &path,
-                                      HyperparameterKind kind) {
+HyperparameterSpec readHyperparameter(const SpecReader &reader, const YAML::Node &node,
+                                      const std::string &path, HyperparameterKind kind) {
   reader.checkKeys(node, path, {"keys", "default"});
   HyperparameterSpec spec;
   spec.keys = readKeys(reader, node, path);
@@ -207,7 +210,8 @@ FlagSpec readFlag(const SpecReader &reader, const YAML::Node &parent, const std:
   }
   reader.checkKeys(node, path, {"keys", "default"});
   flag.keys = readKeys(reader, node, path);
-  if (flag.keys.empty()) reader.fail(node, path, "needs config keys (or write true / false for a fixed flag)");
+  if (flag.keys.empty())
+    reader.fail(node, path, "needs config keys (or write true / false for a fixed flag)");
   flag.defaultValue = reader.boolean(reader.required(node, "default", path), path + ".default");
   return flag;
 }
@@ -237,7 +241,8 @@ Enum choiceOf(const SpecReader &reader, const YAML::Node &node, const std::strin
 template <typename Enum>
 Enum readChoice(const SpecReader &reader, const YAML::Node &parent, const std::string &key,
                 const std::string &parentPath, const std::vector<std::pair<std::string, Enum>> &choices) {
-  return choiceOf(reader, reader.required(parent, key, parentPath), SpecReader::child(parentPath, key), choices);
+  return choiceOf(reader, reader.required(parent, key, parentPath), SpecReader::child(parentPath, key),
+                  choices);
 }
 
 const std::vector<std::pair<std::string, Activation>> kActivations = {
@@ -248,27 +253,32 @@ ActivationSpec readActivation(const SpecReader &reader, const YAML::Node &node, 
   ActivationSpec spec;
   spec.keys = readKeys(reader, node, path);
   if (spec.keys.empty()) reader.fail(node, path, "needs config keys");
-  for (const auto &[spelling, value] : reader.entries(reader.required(node, "accepted", path), path + ".accepted"))
-    spec.accepted.emplace_back(spelling, choiceOf(reader, value, path + ".accepted." + spelling, kActivations));
+  for (const auto &[spelling, value] :
+       reader.entries(reader.required(node, "accepted", path), path + ".accepted"))
+    spec.accepted.emplace_back(spelling,
+                               choiceOf(reader, value, path + ".accepted." + spelling, kActivations));
   if (spec.accepted.empty()) reader.fail(node, path + ".accepted", "expected at least one activation");
   YAML::Node defaultNode = reader.required(node, "default", path);
   spec.defaultName = reader.scalar(defaultNode, path + ".default");
   if (std::none_of(spec.accepted.begin(), spec.accepted.end(),
                    [&](const auto &entry) { return entry.first == spec.defaultName; }))
-    reader.fail(defaultNode, path + ".default", "'" + spec.defaultName + "' is not among the accepted spellings");
+    reader.fail(defaultNode, path + ".default",
+                "'" + spec.defaultName + "' is not among the accepted spellings");
   return spec;
 }
 
 void readStructure(const SpecReader &reader, const YAML::Node &node, ArchSpec &spec) {
   const std::string path = "structure";
   reader.checkKeys(node, path,
-                   {"norm", "mlp", "positions", "activation", "attention_bias", "output_bias", "mlp_bias", "qk_norm",
-                    "tied_embeddings"});
+                   {"norm", "mlp", "positions", "activation", "attention_bias", "output_bias", "mlp_bias",
+                    "qk_norm", "tied_embeddings"});
   spec.norm = readChoice<NormKind>(reader, node, "norm", path,
                                    {{"rms_norm", NormKind::RMSNorm}, {"layer_norm", NormKind::LayerNorm}});
-  spec.mlp = readChoice<MlpKind>(reader, node, "mlp", path, {{"gated", MlpKind::Gated}, {"plain", MlpKind::Plain}});
-  spec.positions = readChoice<PositionKind>(reader, node, "positions", path,
-                                            {{"rotary", PositionKind::Rotary}, {"learned", PositionKind::Learned}});
+  spec.mlp =
+      readChoice<MlpKind>(reader, node, "mlp", path, {{"gated", MlpKind::Gated}, {"plain", MlpKind::Plain}});
+  spec.positions =
+      readChoice<PositionKind>(reader, node, "positions", path,
+                               {{"rotary", PositionKind::Rotary}, {"learned", PositionKind::Learned}});
   spec.activation = readActivation(reader, reader.required(node, "activation", path), path + ".activation");
   spec.attentionBias = readFlag(reader, node, "attention_bias", path);
   spec.outputBias = readFlag(reader, node, "output_bias", path);
@@ -278,8 +288,9 @@ void readStructure(const SpecReader &reader, const YAML::Node &node, ArchSpec &s
   // The graph has up/down biases only: a gated MLP with biases would need a gate bias it has no slot for.
   bool mlpBiasPossible = !spec.mlpBias.keys.empty() || spec.mlpBias.defaultValue;
   if (spec.mlp == MlpKind::Gated && mlpBiasPossible)
-    reader.fail(node["mlp_bias"], path + ".mlp_bias",
-                "a gated MLP cannot have biases (the graph has no gate_proj bias); refuse the config key instead");
+    reader.fail(
+        node["mlp_bias"], path + ".mlp_bias",
+        "a gated MLP cannot have biases (the graph has no gate_proj bias); refuse the config key instead");
 }
 
 RopeSpec readRope(const SpecReader &reader, const YAML::Node &node) {
@@ -287,7 +298,8 @@ RopeSpec readRope(const SpecReader &reader, const YAML::Node &node) {
   reader.checkKeys(node, path, {"theta_default", "partial_rotary_factor"});
   RopeSpec rope;
   rope.thetaDefault = reader.real(reader.required(node, "theta_default", path), path + ".theta_default");
-  if (!(rope.thetaDefault > 0)) reader.fail(node["theta_default"], path + ".theta_default", "must be positive");
+  if (!(rope.thetaDefault > 0))
+    reader.fail(node["theta_default"], path + ".theta_default", "must be positive");
   YAML::Node partial = reader.required(node, "partial_rotary_factor", path);
   const std::string partialPath = path + ".partial_rotary_factor";
   if (partial.IsScalar()) {
@@ -379,7 +391,8 @@ WeightSourceSpec readWeightSource(const SpecReader &reader, const YAML::Node &no
   } else {
     reader.checkKeys(node, path, {"from", "transpose", "slice", "key_prefixes"});
     source.templates = reader.strings(reader.required(node, "from", path), path + ".from");
-    if (node["transpose"].IsDefined()) source.transpose = reader.boolean(node["transpose"], path + ".transpose");
+    if (node["transpose"].IsDefined())
+      source.transpose = reader.boolean(node["transpose"], path + ".transpose");
     if (node["key_prefixes"].IsDefined())
       source.keyPrefixes = reader.strings(node["key_prefixes"], path + ".key_prefixes");
     if (node["slice"].IsDefined()) {
@@ -407,7 +420,8 @@ void readWeights(const SpecReader &reader, const YAML::Node &node, ArchSpec &spe
   const std::string path = "weights";
   reader.checkKeys(node, path, {"key_prefixes", "model", "layer"});
   std::vector<std::string> prefixes = {""};
-  if (node["key_prefixes"].IsDefined()) prefixes = reader.strings(node["key_prefixes"], path + ".key_prefixes");
+  if (node["key_prefixes"].IsDefined())
+    prefixes = reader.strings(node["key_prefixes"], path + ".key_prefixes");
   if (prefixes.empty()) reader.fail(node, path + ".key_prefixes", "must not be empty (use [\"\"])");
   spec.ignoredKeys.clear();
 
@@ -415,14 +429,16 @@ void readWeights(const SpecReader &reader, const YAML::Node &node, ArchSpec &spe
     std::string entryPath = path + ".model." + name;
     if (!isCanonicalModelWeight(name))
       reader.fail(source, entryPath,
-                  "'" + name + "' is not a canonical model weight (known: " + canonicalModelWeightList() + ")");
+                  "'" + name + "' is not a canonical model weight (known: " + canonicalModelWeightList() +
+                      ")");
     spec.modelWeights[name] = readWeightSource(reader, source, entryPath, prefixes, false);
   }
   for (const auto &[leaf, source] : reader.entries(reader.required(node, "layer", path), path + ".layer")) {
     std::string entryPath = path + ".layer." + leaf;
     if (!isCanonicalLayerWeight(leaf))
       reader.fail(source, entryPath,
-                  "'" + leaf + "' is not a canonical layer weight (known: " + canonicalLayerWeightList() + ")");
+                  "'" + leaf + "' is not a canonical layer weight (known: " + canonicalLayerWeightList() +
+                      ")");
     spec.layerWeights[leaf] = readWeightSource(reader, source, entryPath, prefixes, true);
   }
 }
@@ -465,7 +481,8 @@ ArchSpec parseArchSpec(const std::string &yamlText, const std::string &specFile)
     spec.family = reader.scalar(reader.required(root, "family", ""), "family");
     if (spec.family.empty()) reader.fail(root["family"], "family", "must not be empty");
     spec.architectures = reader.strings(reader.required(root, "architectures", ""), "architectures");
-    if (spec.architectures.empty()) reader.fail(root["architectures"], "architectures", "expected at least one");
+    if (spec.architectures.empty())
+      reader.fail(root["architectures"], "architectures", "expected at least one");
 
     const YAML::Node hyperparameters = reader.required(root, "hyperparameters", "");
     reader.expectMap(hyperparameters, "hyperparameters");
@@ -474,8 +491,8 @@ ArchSpec parseArchSpec(const std::string &yamlText, const std::string &specFile)
     reader.checkKeys(hyperparameters, "hyperparameters", known);
     for (const auto &info : hyperparameterTable()) {
       std::string path = std::string("hyperparameters.") + info.name;
-      spec.hyperparameters[info.name] =
-          readHyperparameter(reader, reader.required(hyperparameters, info.name, "hyperparameters"), path, info.kind);
+      spec.hyperparameters[info.name] = readHyperparameter(
+          reader, reader.required(hyperparameters, info.name, "hyperparameters"), path, info.kind);
     }
 
     readStructure(reader, reader.required(root, "structure", ""), spec);
@@ -485,12 +502,15 @@ ArchSpec parseArchSpec(const std::string &yamlText, const std::string &specFile)
     else if (root["rope"].IsDefined())
       reader.fail(root["rope"], "rope", "only for positions: rotary");
 
-    if (root["sliding_window"].IsDefined()) spec.slidingWindow = readSlidingWindow(reader, root["sliding_window"]);
+    if (root["sliding_window"].IsDefined())
+      spec.slidingWindow = readSlidingWindow(reader, root["sliding_window"]);
 
     const YAML::Node tokens = reader.required(root, "special_tokens", "");
     reader.checkKeys(tokens, "special_tokens", {"bos", "eos"});
-    spec.bosTokens = readTokenIds(reader, reader.required(tokens, "bos", "special_tokens"), "special_tokens.bos");
-    spec.eosTokens = readTokenIds(reader, reader.required(tokens, "eos", "special_tokens"), "special_tokens.eos");
+    spec.bosTokens =
+        readTokenIds(reader, reader.required(tokens, "bos", "special_tokens"), "special_tokens.bos");
+    spec.eosTokens =
+        readTokenIds(reader, reader.required(tokens, "eos", "special_tokens"), "special_tokens.eos");
 
     if (root["refuse"].IsDefined()) spec.refusals = readRefusals(reader, root["refuse"]);
     readWeights(reader, reader.required(root, "weights", ""), spec);

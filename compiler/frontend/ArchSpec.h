@@ -25,13 +25,13 @@ const std::vector<HyperparameterInfo> &hyperparameterTable();
 // A value read from the first of `keys` that the config holds (non-null), else from a default.
 struct HyperparameterSpec {
   std::vector<std::string> keys;
-  std::optional<SizeExpression> sizeDefault;  // Size hyperparameters
-  std::optional<double> realDefault;          // Real hyperparameters
+  std::optional<SizeExpression> sizeDefault; // Size hyperparameters
+  std::optional<double> realDefault;         // Real hyperparameters
 };
 
 // A structure flag: fixed by the family, or read from the config with a default.
 struct FlagSpec {
-  std::vector<std::string> keys;  // empty: the flag is `defaultValue`, whatever the config says
+  std::vector<std::string> keys; // empty: the flag is `defaultValue`, whatever the config says
   bool defaultValue = false;
 };
 
@@ -44,7 +44,7 @@ struct OptionalIntSpec {
 struct ActivationSpec {
   std::vector<std::string> keys;
   std::string defaultName;
-  std::vector<std::pair<std::string, Activation>> accepted;  // config spelling -> activation, spec order
+  std::vector<std::pair<std::string, Activation>> accepted; // config spelling -> activation, spec order
 };
 
 struct RopeSpec {
@@ -55,11 +55,11 @@ struct RopeSpec {
 };
 
 struct SlidingWindowSpec {
-  bool present = false;  // the family has sliding-window attention at all
+  bool present = false; // the family has sliding-window attention at all
   OptionalIntSpec window;
-  std::optional<FlagSpec> enabled;                      // Qwen2/3's use_sliding_window
-  std::optional<OptionalIntSpec> fullAttentionLayers;  // Qwen2/3's max_window_layers
-  std::string layerTypesKey;                            // "layer_types", or empty
+  std::optional<FlagSpec> enabled;                    // Qwen2/3's use_sliding_window
+  std::optional<OptionalIntSpec> fullAttentionLayers; // Qwen2/3's max_window_layers
+  std::string layerTypesKey;                          // "layer_types", or empty
 };
 
 struct TokenIdsSpec {
@@ -77,20 +77,20 @@ struct RefusalSpec {
 struct SliceSpec {
   int dim = 0;
   SizeExpression start;
-  std::optional<SizeExpression> length;  // absent: the canonical shape's size along `dim`
+  std::optional<SizeExpression> length; // absent: the canonical shape's size along `dim`
 };
 
 struct WeightSourceSpec {
-  std::vector<std::string> templates;  // alternative spellings; "{i}" is the layer index
+  std::vector<std::string> templates; // alternative spellings; "{i}" is the layer index
   std::vector<std::string> keyPrefixes;
   bool transpose = false;
   std::optional<SliceSpec> slice;
-  std::string location;  // "arch-specs/gpt2.yaml:58: weights.layer.attn.q_proj.weight", for messages
+  std::string location; // "arch-specs/gpt2.yaml:58: weights.layer.attn.q_proj.weight", for messages
 };
 
 struct ArchSpec {
   std::string family;
-  std::string specFile;  // as messages name it: "arch-specs/llama.yaml" or the path of an extra spec
+  std::string specFile; // as messages name it: "arch-specs/llama.yaml" or the path of an extra spec
   std::vector<std::string> architectures;
 
   std::map<std::string, HyperparameterSpec> hyperparameters;
@@ -106,9 +106,9 @@ struct ArchSpec {
   TokenIdsSpec bosTokens, eosTokens;
   std::vector<RefusalSpec> refusals;
 
-  std::map<std::string, WeightSourceSpec> modelWeights;  // canonical name -> source
-  std::map<std::string, WeightSourceSpec> layerWeights;  // canonical leaf under "layers.{i}." -> source
-  std::vector<std::string> ignoredKeys;                  // globs, prefixes already applied
+  std::map<std::string, WeightSourceSpec> modelWeights; // canonical name -> source
+  std::map<std::string, WeightSourceSpec> layerWeights; // canonical leaf under "layers.{i}." -> source
+  std::vector<std::string> ignoredKeys;                 // globs, prefixes already applied
 };
 
 // Parses one spec. `specFile` names it in messages. Throws FrontendError.

@@ -33,7 +33,9 @@ std::string describeJsonValue(const nlohmann::json &value) {
 ConfigReader::ConfigReader(const nlohmann::json &object, std::string fileName, std::string path)
     : object_(&object), fileName_(std::move(fileName)), path_(std::move(path)) {}
 
-std::string ConfigReader::keyPath(const std::string &key) const { return path_.empty() ? key : path_ + "." + key; }
+std::string ConfigReader::keyPath(const std::string &key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
 
 const nlohmann::json *ConfigReader::find(const std::string &key) const {
   if (!object_->is_object()) return nullptr;
@@ -42,7 +44,9 @@ const nlohmann::json *ConfigReader::find(const std::string &key) const {
   return &*it;
 }
 
-bool ConfigReader::has(const std::string &key) const { return find(key) != nullptr; }
+bool ConfigReader::has(const std::string &key) const {
+  return find(key) != nullptr;
+}
 
 bool ConfigReader::isExplicitNull(const std::string &key) const {
   if (!object_->is_object()) return false;
@@ -139,7 +143,9 @@ double ConfigReader::requireNumber(const std::string &key) const {
   failMissing(key);
 }
 
-void ConfigReader::fail(const std::string &message) const { throw FrontendError(fileName_ + ": " + message); }
+void ConfigReader::fail(const std::string &message) const {
+  throw FrontendError(fileName_ + ": " + message);
+}
 
 void ConfigReader::failType(const std::string &key, const std::string &expected) const {
   const nlohmann::json *value = object_->is_object() && object_->contains(key) ? &(*object_)[key] : nullptr;

@@ -1,5 +1,5 @@
-// The arch-specs/*.yaml files as they were at build time, compiled into the library by EmbedSpecs.cmake so that
-// gerbilc works from any folder.
+// The arch-specs/*.yaml files as they were at build time, compiled into the library by EmbedSpecs.cmake so
+// that gerbilc works from any folder.
 #pragma once
 
 #include <cstddef>
@@ -7,9 +7,9 @@
 namespace gerbil::embedded_specs {
 
 struct File {
-  const char *name;  // "llama.yaml"
-  const char *text;  // NUL-terminated
-  size_t size;       // without the NUL
+  const char *name; // "llama.yaml"
+  const char *text; // NUL-terminated
+  size_t size;      // without the NUL
 };
 
 extern const File kFiles[];

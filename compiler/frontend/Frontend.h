@@ -12,9 +12,9 @@
 namespace gerbil {
 
 struct ArchitectureEntry {
-  std::string architecture;  // "LlamaForCausalLM"
-  std::string family;        // "llama"
-  std::string specFile;      // "arch-specs/llama.yaml", or the path of a spec from extraSpecDir
+  std::string architecture; // "LlamaForCausalLM"
+  std::string family;       // "llama"
+  std::string specFile;     // "arch-specs/llama.yaml", or the path of a spec from extraSpecDir
 };
 
 // Every architecture the built-in specs and those in `extraSpecDir` (if given) handle, sorted by name.

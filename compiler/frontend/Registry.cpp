@@ -70,7 +70,7 @@ const ArchSpec *SpecRegistry::find(const std::string &architecture) const {
 std::vector<std::string> SpecRegistry::architectures() const {
   std::vector<std::string> names;
   for (const auto &[architecture, index] : byArchitecture) names.push_back(architecture);
-  return names;  // std::map keeps them sorted
+  return names; // std::map keeps them sorted
 }
 
 SpecRegistry loadSpecRegistry(const std::string &extraSpecDir) {

@@ -12,10 +12,10 @@ namespace gerbil {
 
 struct SpecRegistry {
   std::vector<ArchSpec> specs;
-  std::map<std::string, size_t> byArchitecture;  // architecture -> index into specs
+  std::map<std::string, size_t> byArchitecture; // architecture -> index into specs
 
   const ArchSpec *find(const std::string &architecture) const;
-  std::vector<std::string> architectures() const;  // sorted
+  std::vector<std::string> architectures() const; // sorted
 };
 
 // Throws FrontendError for a broken spec (naming it), an unreadable folder, or two specs of one source

@@ -87,7 +87,9 @@ public:
   }
 
   // "num_attention_heads (32)"
-  std::string describeSize(const std::string &name) { return keyName(name) + " (" + std::to_string(size(name)) + ")"; }
+  std::string describeSize(const std::string &name) {
+    return keyName(name) + " (" + std::to_string(size(name)) + ")";
+  }
 
   // A spec formula outside the hyperparameters (slice offsets); `location` names it in messages.
   int64_t evaluate(const SizeExpression &expression, const std::string &location) {
@@ -107,8 +109,9 @@ private:
   }
 
   [[noreturn]] void failMissing(const std::vector<std::string> &keys) const {
-    config_.failMissing(keys.front(), keys.size() > 1 ? "also accepted: " + quotedList({keys.begin() + 1, keys.end()})
-                                                      : std::string());
+    config_.failMissing(keys.front(), keys.size() > 1
+                                          ? "also accepted: " + quotedList({keys.begin() + 1, keys.end()})
+                                          : std::string());
   }
 
   std::string operand(const std::string &text, int64_t value, bool isName) const {
@@ -136,8 +139,8 @@ private:
                               " spec then defaults to " + expression.text();
       if (error.kind == SizeExpressionEvaluationError::Kind::InexactDivision)
         config_.fail(operand(error.denominatorText, error.denominator, error.denominatorIsName) +
-                     " does not divide " + operand(error.numeratorText, error.numerator, error.numeratorIsName) +
-                     "; " + defaulted);
+                     " does not divide " +
+                     operand(error.numeratorText, error.numerator, error.numeratorIsName) + "; " + defaulted);
       config_.fail(keyName(name) + ": " + defaulted + ", which " + evaluationProblem(error));
     }
   }
@@ -158,7 +161,7 @@ std::string readArchitecture(const ConfigReader &config) {
 }
 
 // Spec-listed config values that ask for something gerbil cannot compile (MoE, unsupported biases, ...).
-void applyRefusals(const ArchSpec &spec, const ConfigReader &config) {
+void applyRefusals(const ArchSpec &spec, const ConfigReader &config, const std::string &architecture) {
   for (const auto &refusal : spec.refusals) {
     const nlohmann::json *value = config.find(refusal.key);
     if (!value) continue;
@@ -179,7 +182,7 @@ void applyRefusals(const ArchSpec &spec, const ConfigReader &config) {
     }
     if (refused)
       config.fail(refusal.key + " = " + describeJsonValue(*value) + " asks for " + refusal.reason +
-                  ", which gerbil does not support (" + spec.architectures.front() + ", " + spec.specFile + ")");
+                  ", which gerbil does not support (" + architecture + ", " + spec.specFile + ")");
   }
 }
 
@@ -224,19 +227,21 @@ std::optional<int64_t> resolveOptionalInt(const OptionalIntSpec &spec, const Con
   return spec.defaultValue;
 }
 
-// Per-layer sliding windows. The generator takes one per layer, but gerbil compiles uniform attention only, so
-// a layout that mixes windowed and full layers is refused rather than approximated.
-std::vector<LayerDescription> resolveLayers(const ArchSpec &spec, const ConfigReader &config, int64_t numLayers) {
+// Per-layer sliding windows. The generator takes one per layer, but gerbil compiles uniform attention only,
+// so a layout that mixes windowed and full layers is refused rather than approximated.
+std::vector<LayerDescription> resolveLayers(const ArchSpec &spec, const ConfigReader &config,
+                                            int64_t numLayers) {
   std::vector<LayerDescription> layers(static_cast<size_t>(numLayers));
   const SlidingWindowSpec &sliding = spec.slidingWindow;
   if (!sliding.present) return layers;
 
   std::string windowKey;
   std::optional<int64_t> window = resolveOptionalInt(sliding.window, config, windowKey);
-  if (window && *window <= 0) config.fail("key '" + windowKey + "' must be positive or null, got " + std::to_string(*window));
+  if (window && *window <= 0)
+    config.fail("key '" + windowKey + "' must be positive or null, got " + std::to_string(*window));
   if (sliding.enabled && !resolveFlag(*sliding.enabled, config)) window.reset();
 
-  std::string layoutKey;  // the key that decided which layers slide, for the message
+  std::string layoutKey; // the key that decided which layers slide, for the message
   std::vector<bool> slides(layers.size(), true);
   if (!sliding.layerTypesKey.empty() && config.has(sliding.layerTypesKey)) {
     layoutKey = sliding.layerTypesKey;
@@ -261,8 +266,9 @@ std::vector<LayerDescription> resolveLayers(const ArchSpec &spec, const ConfigRe
   int64_t slidingCount = std::count(slides.begin(), slides.end(), true);
   if (slidingCount != 0 && slidingCount != numLayers)
     config.fail("key '" + layoutKey + "' mixes sliding-window and full-attention layers (" +
-                std::to_string(slidingCount) + " of " + std::to_string(numLayers) + " layers use the window of " +
-                std::to_string(*window) + "); gerbil compiles only models whose layers all attend alike");
+                std::to_string(slidingCount) + " of " + std::to_string(numLayers) +
+                " layers use the window of " + std::to_string(*window) +
+                "); gerbil compiles only models whose layers all attend alike");
   for (size_t i = 0; i < layers.size(); ++i)
     if (slides[i]) layers[i].slidingWindow = window;
   return layers;
@@ -284,7 +290,8 @@ std::vector<std::string> expandKeys(const WeightSourceSpec &source, int64_t laye
   std::vector<std::string> keys;
   for (const auto &keyTemplate : source.templates) {
     std::string key = keyTemplate;
-    if (size_t marker = key.find("{i}"); marker != std::string::npos) key.replace(marker, 3, std::to_string(layer));
+    if (size_t marker = key.find("{i}"); marker != std::string::npos)
+      key.replace(marker, 3, std::to_string(layer));
     for (const auto &prefix : source.keyPrefixes)
       if (std::find(keys.begin(), keys.end(), prefix + key) == keys.end()) keys.push_back(prefix + key);
   }
@@ -292,15 +299,16 @@ std::vector<std::string> expandKeys(const WeightSourceSpec &source, int64_t laye
 }
 
 std::vector<WeightDescription> resolveWeights(const ArchSpec &spec, const ModelDescription &model,
-                                              Hyperparameters &hyperparameters, const std::string &configName) {
+                                              Hyperparameters &hyperparameters,
+                                              const std::string &configName) {
   std::vector<WeightDescription> weights;
   for (const auto &canonical : requiredWeights(model)) {
     bool perLayer = canonical.layer >= 0;
     const auto &table = perLayer ? spec.layerWeights : spec.modelWeights;
     auto it = table.find(canonical.leaf);
     if (it == table.end())
-      throw FrontendError(spec.specFile + ": weights." + (perLayer ? "layer" : "model") + " has no source for '" +
-                          canonical.leaf + "', which " + configName + " needs" +
+      throw FrontendError(spec.specFile + ": weights." + (perLayer ? "layer" : "model") +
+                          " has no source for '" + canonical.leaf + "', which " + configName + " needs" +
                           (canonical.neededBecause.empty() ? "" : " (" + canonical.neededBecause + ")"));
     const WeightSourceSpec &source = it->second;
 
@@ -321,8 +329,8 @@ std::vector<WeightDescription> resolveWeights(const ArchSpec &spec, const ModelD
         int64_t length = hyperparameters.evaluate(*slice.length, source.location + ".slice.length");
         if (length != weight.source.sliceLength)
           throw FrontendError(source.location + ".slice.length: '" + slice.length->text() + "' is " +
-                              std::to_string(length) + " for " + configName + ", but " + canonical.leaf + " has " +
-                              std::to_string(weight.source.sliceLength) + " along dimension " +
+                              std::to_string(length) + " for " + configName + ", but " + canonical.leaf +
+                              " has " + std::to_string(weight.source.sliceLength) + " along dimension " +
                               std::to_string(slice.dim));
       }
       if (weight.source.sliceStart < 0)
@@ -334,15 +342,15 @@ std::vector<WeightDescription> resolveWeights(const ArchSpec &spec, const ModelD
   return weights;
 }
 
-ModelDescription resolveWithSpec(const ArchSpec &spec, const ConfigReader &config, const std::string &architecture,
-                                 const FrontendOptions &options) {
+ModelDescription resolveWithSpec(const ArchSpec &spec, const ConfigReader &config,
+                                 const std::string &architecture, const FrontendOptions &options) {
   ModelDescription model;
   model.architecture = architecture;
   model.family = spec.family;
   model.specFile = spec.specFile;
 
   // Refusals first: a mixture-of-experts config should hear that, not that some dense key is missing.
-  applyRefusals(spec, config);
+  applyRefusals(spec, config, architecture);
 
   Hyperparameters hyperparameters(spec, config);
   model.hiddenSize = hyperparameters.size("hidden_size");
@@ -370,7 +378,8 @@ ModelDescription resolveWithSpec(const ArchSpec &spec, const ConfigReader &confi
   model.attentionScale = 1.0 / std::sqrt(static_cast<double>(model.headDim));
 
   if (model.positions == PositionKind::Rotary) {
-    model.rope = resolveRope(config, spec.rope, model.headDim, model.maxPositionEmbeddings, options.maxSequence);
+    model.rope =
+        resolveRope(config, spec.rope, model.headDim, model.maxPositionEmbeddings, options.maxSequence);
   } else {
     model.rope = RopeDescription{};
     model.rope.type = "none";
@@ -388,7 +397,8 @@ ModelDescription resolveWithSpec(const ArchSpec &spec, const ConfigReader &confi
   model.weights = resolveWeights(spec, model, hyperparameters, config.fileName());
 
   model.ignoredKeys = spec.ignoredKeys;
-  // Tied checkpoints sometimes store the head anyway (a copy of embed_tokens); it is not a weight of the graph.
+  // Tied checkpoints sometimes store the head anyway (a copy of embed_tokens); it is not a weight of the
+  // graph.
   if (model.tiedEmbeddings) {
     if (auto it = spec.modelWeights.find(weight_names::kLMHead); it != spec.modelWeights.end())
       for (const auto &key : expandKeys(it->second, -1))
@@ -418,7 +428,8 @@ ModelDescription resolveModel(const std::string &configJson, const std::string &
   SpecRegistry registry = loadSpecRegistry(options.extraSpecDir);
   const ArchSpec *spec = registry.find(architecture);
   if (!spec)
-    config.fail("architectures[0] '" + architecture + "' is not supported; known: " + join(registry.architectures()));
+    config.fail("architectures[0] '" + architecture +
+                "' is not supported; known: " + join(registry.architectures()));
   return resolveWithSpec(*spec, config, architecture, options);
 }
 

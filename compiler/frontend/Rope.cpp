@@ -9,19 +9,21 @@ namespace gerbil {
 
 namespace {
 
-// The rope types transformers implements that gerbil resolves at compile time. dynamic (NTK) rescales with the
-// running sequence length and yarn needs its ramp and mscale; both are refused rather than approximated.
+// The rope types transformers implements that gerbil resolves at compile time. dynamic (NTK) rescales with
+// the running sequence length and yarn needs its ramp and mscale; both are refused rather than approximated.
 constexpr const char *kSupportedRopeTypes = "default, linear, llama3, longrope";
 
 double positiveNumber(const ConfigReader &reader, const std::string &key) {
   double value = reader.requireNumber(key);
-  if (!(value > 0)) reader.fail("key '" + reader.keyPath(key) + "' must be positive, got " + std::to_string(value));
+  if (!(value > 0))
+    reader.fail("key '" + reader.keyPath(key) + "' must be positive, got " + std::to_string(value));
   return value;
 }
 
 // transformers' standardize_rope_params: a top-level original_max_position_embeddings wins (Phi-3 keeps it
 // there), then the one inside the rope parameters, then max_position_embeddings.
-double originalMaxPositions(const ConfigReader &config, const ConfigReader &params, int64_t maxPositionEmbeddings) {
+double originalMaxPositions(const ConfigReader &config, const ConfigReader &params,
+                            int64_t maxPositionEmbeddings) {
   const char *key = "original_max_position_embeddings";
   std::optional<int64_t> value = config.getInt(key);
   const ConfigReader *source = &config;
@@ -74,8 +76,9 @@ void applyLongRope(const ConfigReader &config, const ConfigReader &params, int64
     auto factors = params.getNumberList(key);
     if (!factors) params.failMissing(key, "longrope needs short_factor and long_factor");
     if (factors->size() != expected)
-      params.fail("key '" + params.keyPath(key) + "' has " + std::to_string(factors->size()) + " entries, expected " +
-                  std::to_string(expected) + " (rotary dim " + std::to_string(rope.rotaryDim) + " / 2)");
+      params.fail("key '" + params.keyPath(key) + "' has " + std::to_string(factors->size()) +
+                  " entries, expected " + std::to_string(expected) + " (rotary dim " +
+                  std::to_string(rope.rotaryDim) + " / 2)");
     for (double value : *factors)
       if (!(value > 0)) params.fail("key '" + params.keyPath(key) + "' must hold positive numbers");
     return *factors;
@@ -90,7 +93,8 @@ void applyLongRope(const ConfigReader &config, const ConfigReader &params, int64
   std::optional<double> factor = params.getNumber("factor");
   if (!factor) factor = static_cast<double>(maxPositionEmbeddings) / originalMax;
   if (auto attentionFactor = params.getNumber("attention_factor")) {
-    if (!(*attentionFactor > 0)) params.fail("key '" + params.keyPath("attention_factor") + "' must be positive");
+    if (!(*attentionFactor > 0))
+      params.fail("key '" + params.keyPath("attention_factor") + "' must be positive");
     rope.attentionScaling = *attentionFactor;
   } else {
     rope.attentionScaling = *factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(*factor) / std::log(originalMax));
@@ -121,7 +125,7 @@ RopeDescription resolveRope(const ConfigReader &config, const RopeSpec &spec, in
   RopeDescription rope;
   std::string typeKey = params->has("rope_type") ? "rope_type" : "type";
   rope.type = params->getString(typeKey).value_or("default");
-  if (rope.type == "su") rope.type = "longrope";  // Phi-3's first name for longrope
+  if (rope.type == "su") rope.type = "longrope"; // Phi-3's first name for longrope
 
   std::optional<double> theta = params->getNumber("rope_theta");
   const ConfigReader *thetaSource = &*params;
@@ -171,8 +175,8 @@ RopeDescription resolveRope(const ConfigReader &config, const RopeSpec &spec, in
   } else if (rope.type == "longrope") {
     applyLongRope(config, *params, maxPositionEmbeddings, maxSequence, rope);
   } else {
-    params->fail(params->keyPath(typeKey) + " '" + rope.type + "' is not supported (supported: " +
-                 kSupportedRopeTypes + ")");
+    params->fail(params->keyPath(typeKey) + " '" + rope.type +
+                 "' is not supported (supported: " + kSupportedRopeTypes + ")");
   }
   return rope;
 }

@@ -1,6 +1,7 @@
-// Rotary embedding frequencies, computed as HuggingFace transformers' modeling_rope_utils.py does (in double).
-// Reads both config forms: the classic `rope_theta` + `rope_scaling` ({"type" | "rope_type": ..., ...}) and
-// transformers-5's `rope_parameters` ({"rope_type", "rope_theta", scaling keys, "partial_rotary_factor"}).
+// Rotary embedding frequencies, computed as HuggingFace transformers' modeling_rope_utils.py does (in
+// double). Reads both config forms: the classic `rope_theta` + `rope_scaling` ({"type" | "rope_type": ...,
+// ...}) and transformers-5's `rope_parameters` ({"rope_type", "rope_theta", scaling keys,
+// "partial_rotary_factor"}).
 #pragma once
 
 #include "compiler/frontend/ArchSpec.h"

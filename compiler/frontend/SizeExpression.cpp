@@ -9,7 +9,7 @@ struct SizeExpression::Node {
   enum class Kind { Literal, Name, Add, Subtract, Multiply, Divide } kind;
   int64_t value = 0;
   std::string name;
-  std::string text;  // the source text of this subexpression, for messages
+  std::string text; // the source text of this subexpression, for messages
   std::shared_ptr<const Node> lhs, rhs;
 };
 
@@ -100,11 +100,13 @@ private:
     if (std::isdigit(static_cast<unsigned char>(c))) {
       int64_t value = 0;
       while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-        if (__builtin_mul_overflow(value, 10, &value) || __builtin_add_overflow(value, text_[pos_] - '0', &value))
+        if (__builtin_mul_overflow(value, 10, &value) ||
+            __builtin_add_overflow(value, text_[pos_] - '0', &value))
           fail("number too large");
         ++pos_;
       }
-      if (pos_ < text_.size() && (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.'))
+      if (pos_ < text_.size() &&
+          (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.'))
         fail("only whole numbers and names are allowed");
       node->kind = Node::Kind::Literal;
       node->value = value;
@@ -140,9 +142,14 @@ int64_t evaluateNode(const Node &node, const std::function<int64_t(const std::st
   }
   int64_t lhs = evaluateNode(*node.lhs, lookup, expressionText);
   int64_t rhs = evaluateNode(*node.rhs, lookup, expressionText);
-  SizeExpressionEvaluationError error{SizeExpressionEvaluationError::Kind::Overflow, node.lhs->text,
-                                      node.rhs->text, lhs, rhs, node.lhs->kind == Node::Kind::Name,
-                                      node.rhs->kind == Node::Kind::Name, expressionText};
+  SizeExpressionEvaluationError error{SizeExpressionEvaluationError::Kind::Overflow,
+                                      node.lhs->text,
+                                      node.rhs->text,
+                                      lhs,
+                                      rhs,
+                                      node.lhs->kind == Node::Kind::Name,
+                                      node.rhs->kind == Node::Kind::Name,
+                                      expressionText};
   int64_t result = 0;
   switch (node.kind) {
   case Node::Kind::Add:
@@ -178,7 +185,9 @@ SizeExpression SizeExpression::parse(const std::string &text) {
   return expression;
 }
 
-bool SizeExpression::isLiteral() const { return root_ && root_->kind == Node::Kind::Literal; }
+bool SizeExpression::isLiteral() const {
+  return root_ && root_->kind == Node::Kind::Literal;
+}
 
 int64_t SizeExpression::evaluate(const std::function<int64_t(const std::string &)> &lookup) const {
   return evaluateNode(*root_, lookup, text_);

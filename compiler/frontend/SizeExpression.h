@@ -22,7 +22,7 @@ public:
 // that the caller can name them by the config keys they came from.
 struct SizeExpressionEvaluationError {
   enum class Kind { InexactDivision, DivisionByZero, Overflow } kind;
-  std::string numeratorText, denominatorText;  // for divisions; a bare name when the operand is one
+  std::string numeratorText, denominatorText; // for divisions; a bare name when the operand is one
   int64_t numerator = 0, denominator = 0;
   bool numeratorIsName = false, denominatorIsName = false;
   std::string expressionText;

@@ -1,5 +1,6 @@
 # lit configuration of gerbil: FileCheck tests of the dialect, the passes, codegen and the tools.
 import os
+import sys
 import lit.formats
 
 config.name = "gerbil"
@@ -13,4 +14,5 @@ config.environment["PATH"] = os.pathsep.join(
 for name in ["VK_DRIVER_FILES", "VK_ICD_FILENAMES", "HOME"]:
     if name in os.environ:
         config.environment[name] = os.environ[name]
+config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%fixtures", os.path.join(config.gerbil_source_dir, "test", "fixtures")))

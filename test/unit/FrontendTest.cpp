@@ -1,5 +1,5 @@
-// The front end: arch specs + HuggingFace configs -> ModelDescription. Checks every fixture model in both config
-// forms against its checkpoint, the real configs of each family, the rope scalings against independent
+// The front end: arch specs + HuggingFace configs -> ModelDescription. Checks every fixture model in both
+// config forms against its checkpoint, the real configs of each family, the rope scalings against independent
 // computations, and that every kind of bad input gets a FrontendError naming the file and the key.
 #include "compiler/frontend/Frontend.h"
 
@@ -31,9 +31,15 @@ fs::path testDataDir() {
   return fs::path(__FILE__).parent_path().parent_path();
 }
 
-fs::path sourceRoot() { return testDataDir().parent_path(); }
-fs::path modelFixtures() { return testDataDir() / "fixtures" / "models"; }
-fs::path realConfigs() { return testDataDir() / "fixtures" / "configs"; }
+fs::path sourceRoot() {
+  return testDataDir().parent_path();
+}
+fs::path modelFixtures() {
+  return testDataDir() / "fixtures" / "models";
+}
+fs::path realConfigs() {
+  return testDataDir() / "fixtures" / "configs";
+}
 
 std::string readText(const fs::path &path) {
   std::ifstream stream(path, std::ios::binary);
@@ -43,7 +49,9 @@ std::string readText(const fs::path &path) {
   return text.str();
 }
 
-json readJson(const fs::path &path) { return json::parse(readText(path)); }
+json readJson(const fs::path &path) {
+  return json::parse(readText(path));
+}
 
 std::vector<std::string> fixtureNames() {
   std::vector<std::string> names;
@@ -88,7 +96,9 @@ json fixtureConfig(const std::string &name, const std::string &file = "config.js
   return readJson(modelFixtures() / name / file);
 }
 
-json realConfig(const std::string &name) { return readJson(realConfigs() / (name + ".json")); }
+json realConfig(const std::string &name) {
+  return readJson(realConfigs() / (name + ".json"));
+}
 
 // Expects `action` to throw a FrontendError whose message contains `expected`.
 void expectFrontendError(const std::function<void()> &action, const std::string &expected) {
@@ -114,8 +124,8 @@ const WeightDescription &weight(const ModelDescription &model, const std::string
 }
 
 void expectNear(double expected, double actual, double relative, const std::string &what) {
-  EXPECT_LE(std::fabs(expected - actual), relative * std::fabs(expected)) << what << ": " << expected << " vs "
-                                                                          << actual;
+  EXPECT_LE(std::fabs(expected - actual), relative * std::fabs(expected))
+      << what << ": " << expected << " vs " << actual;
 }
 
 void expectSameDescription(const ModelDescription &a, const ModelDescription &b) {
@@ -149,7 +159,8 @@ void expectSameDescription(const ModelDescription &a, const ModelDescription &b)
   for (size_t i = 0; i < a.rope.invFreq.size(); ++i)
     expectNear(a.rope.invFreq[i], b.rope.invFreq[i], 1e-12, "invFreq[" + std::to_string(i) + "]");
   ASSERT_EQ(a.layers.size(), b.layers.size());
-  for (size_t i = 0; i < a.layers.size(); ++i) EXPECT_EQ(a.layers[i].slidingWindow, b.layers[i].slidingWindow);
+  for (size_t i = 0; i < a.layers.size(); ++i)
+    EXPECT_EQ(a.layers[i].slidingWindow, b.layers[i].slidingWindow);
   ASSERT_EQ(a.weights.size(), b.weights.size());
   for (size_t i = 0; i < a.weights.size(); ++i) {
     const auto &x = a.weights[i], &y = b.weights[i];
@@ -192,7 +203,9 @@ std::string replaceAll(std::string text, const std::string &from, const std::str
   return text;
 }
 
-std::string builtinSpec(const std::string &file) { return readText(sourceRoot() / "arch-specs" / file); }
+std::string builtinSpec(const std::string &file) {
+  return readText(sourceRoot() / "arch-specs" / file);
+}
 
 } // namespace
 
@@ -209,15 +222,15 @@ TEST(FrontendFixtures, ClassicAndTransformersConfigsAgree) {
   }
 }
 
-// Every weight comes from a tensor of the fixture's checkpoint with the right shape after transpose and slice,
-// fused tensors are covered exactly by their slices, and every checkpoint tensor is used or ignored.
+// Every weight comes from a tensor of the fixture's checkpoint with the right shape after transpose and
+// slice, fused tensors are covered exactly by their slices, and every checkpoint tensor is used or ignored.
 TEST(FrontendFixtures, WeightsMatchCheckpoint) {
   for (const auto &name : fixtureNames()) {
     SCOPED_TRACE(name);
     ModelDescription model = loadFixture(name);
     auto tensors = safetensorsShapes(modelFixtures() / name / "model.safetensors");
     std::set<std::string> used;
-    std::map<std::string, int64_t> slicedRows;  // source key -> rows taken by slices
+    std::map<std::string, int64_t> slicedRows; // source key -> rows taken by slices
     for (const auto &w : model.weights) {
       SCOPED_TRACE(w.name);
       auto key = std::find_if(w.source.keys.begin(), w.source.keys.end(),
@@ -249,7 +262,8 @@ TEST(FrontendFixtures, WeightsMatchCheckpoint) {
     for (const auto &[key, shape] : tensors) {
       bool ignored = std::any_of(model.ignoredKeys.begin(), model.ignoredKeys.end(),
                                  [&](const std::string &pattern) { return globMatches(pattern, key); });
-      EXPECT_TRUE(used.count(key) || ignored) << "checkpoint tensor " << key << " is neither used nor ignored";
+      EXPECT_TRUE(used.count(key) || ignored)
+          << "checkpoint tensor " << key << " is neither used nor ignored";
     }
   }
 }
@@ -260,7 +274,7 @@ TEST(FrontendFixtures, WeightOrderIsStable) {
     ModelDescription model = loadFixture(name);
     ASSERT_FALSE(model.weights.empty());
     EXPECT_EQ(model.weights.front().name, "embed_tokens.weight");
-    std::string last = !model.tiedEmbeddings                         ? "lm_head.weight"
+    std::string last = !model.tiedEmbeddings                       ? "lm_head.weight"
                        : model.norm == gerbil::NormKind::LayerNorm ? "final_norm.bias"
                                                                    : "final_norm.weight";
     EXPECT_EQ(model.weights.back().name, last);
@@ -299,11 +313,12 @@ TEST(FrontendFixtures, Qwen2Tiny) {
 TEST(FrontendFixtures, Qwen3Tiny) {
   ModelDescription m = loadFixture("qwen3-tiny");
   EXPECT_TRUE(m.qkNorm);
-  EXPECT_EQ(m.headDim, 32);  // != 64 / 4
+  EXPECT_EQ(m.headDim, 32); // != 64 / 4
   EXPECT_EQ(weight(m, "layers.1.attn.q_proj.weight").shape, (std::vector<int64_t>{128, 64}));
   EXPECT_EQ(weight(m, "layers.1.attn.o_proj.weight").shape, (std::vector<int64_t>{64, 128}));
   EXPECT_EQ(weight(m, "layers.1.attn.q_norm.weight").shape, (std::vector<int64_t>{32}));
-  EXPECT_EQ(weight(m, "layers.1.attn.k_norm.weight").source.keys.front(), "model.layers.1.self_attn.k_norm.weight");
+  EXPECT_EQ(weight(m, "layers.1.attn.k_norm.weight").source.keys.front(),
+            "model.layers.1.self_attn.k_norm.weight");
   EXPECT_FALSE(m.attentionBias);
   EXPECT_EQ(m.findWeight("layers.0.attn.o_proj.bias"), nullptr);
   EXPECT_EQ(m.rope.invFreq.size(), 16u);
@@ -386,7 +401,7 @@ TEST(FrontendFixtures, Gpt2Tiny) {
   EXPECT_EQ(m.positions, gerbil::PositionKind::Learned);
   EXPECT_EQ(m.activation, gerbil::Activation::GELUTanh);
   EXPECT_TRUE(m.attentionBias && m.outputBias && m.mlpBias && m.tiedEmbeddings);
-  EXPECT_EQ(m.intermediateSize, 256);  // n_inner absent / null: 4 * n_embd
+  EXPECT_EQ(m.intermediateSize, 256); // n_inner absent / null: 4 * n_embd
   EXPECT_EQ(m.maxPositionEmbeddings, 128);
   EXPECT_EQ(m.normEps, 1e-5);
   EXPECT_EQ(m.rope.type, "none");
@@ -399,7 +414,8 @@ TEST(FrontendFixtures, Gpt2Tiny) {
   EXPECT_EQ(m.weights[1].name, "embed_positions.weight");
 
   const auto &k = weight(m, "layers.1.attn.k_proj.weight");
-  EXPECT_EQ(k.source.keys, (std::vector<std::string>{"transformer.h.1.attn.c_attn.weight", "h.1.attn.c_attn.weight"}));
+  EXPECT_EQ(k.source.keys,
+            (std::vector<std::string>{"transformer.h.1.attn.c_attn.weight", "h.1.attn.c_attn.weight"}));
   EXPECT_TRUE(k.source.transpose);
   EXPECT_EQ(k.source.sliceDim, 0);
   EXPECT_EQ(k.source.sliceStart, 64);
@@ -419,13 +435,13 @@ TEST(FrontendFixtures, Gpt2Tiny) {
   EXPECT_EQ(weight(m, "final_norm.bias").source.keys.front(), "transformer.ln_f.bias");
 
   for (const std::string key : {"transformer.h.0.attn.bias", "h.11.attn.bias", "h.3.attn.masked_bias"})
-    EXPECT_TRUE(std::any_of(m.ignoredKeys.begin(), m.ignoredKeys.end(),
-                            [&](const std::string &pattern) { return globMatches(pattern, key); }))
-        << key;
+    EXPECT_TRUE(std::any_of(m.ignoredKeys.begin(), m.ignoredKeys.end(), [&](const std::string &pattern) {
+      return globMatches(pattern, key);
+    })) << key;
   for (const std::string key : {"transformer.h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight"})
-    EXPECT_FALSE(std::any_of(m.ignoredKeys.begin(), m.ignoredKeys.end(),
-                             [&](const std::string &pattern) { return globMatches(pattern, key); }))
-        << key;
+    EXPECT_FALSE(std::any_of(m.ignoredKeys.begin(), m.ignoredKeys.end(), [&](const std::string &pattern) {
+      return globMatches(pattern, key);
+    })) << key;
 }
 
 TEST(FrontendFixtures, SmolLMTiny) {
@@ -506,7 +522,8 @@ TEST(FrontendRope, LinearScaling) {
   EXPECT_EQ(m.rope.type, "linear");
   ASSERT_EQ(m.rope.invFreq.size(), 4u);
   for (int i = 0; i < 4; ++i)
-    expectNear(std::pow(10000.0, -2.0 * i / 8.0) / 4.0, m.rope.invFreq[static_cast<size_t>(i)], 1e-12, "linear");
+    expectNear(std::pow(10000.0, -2.0 * i / 8.0) / 4.0, m.rope.invFreq[static_cast<size_t>(i)], 1e-12,
+               "linear");
 
   json transformers = fixtureConfig("smollm-tiny", "config.transformers.json");
   transformers["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 10000.0}};
@@ -514,7 +531,7 @@ TEST(FrontendRope, LinearScaling) {
 }
 
 TEST(FrontendRope, DefaultThetaAndNullScaling) {
-  json config = fixtureConfig("qwen2-tiny");  // rope_theta 1e6
+  json config = fixtureConfig("qwen2-tiny"); // rope_theta 1e6
   config.erase("rope_theta");
   config["rope_scaling"] = nullptr;
   ModelDescription m = resolve(config);
@@ -550,7 +567,8 @@ TEST(FrontendRope, LongRopePicksFactorsByMaxSequence) {
     EXPECT_EQ(m.rope.type, "longrope");
     ASSERT_EQ(m.rope.invFreq.size(), 8u);
     const char *which = maxSequence > 256 ? "long_factor" : "short_factor";
-    for (int i = 0; i < 8; ++i) expectNear(expected(which, i), m.rope.invFreq[static_cast<size_t>(i)], 1e-12, which);
+    for (int i = 0; i < 8; ++i)
+      expectNear(expected(which, i), m.rope.invFreq[static_cast<size_t>(i)], 1e-12, which);
     // sqrt(1 + ln(4) / ln(256)) = sqrt(1.25)
     expectNear(std::sqrt(1.25), m.rope.attentionScaling, 1e-12, "attentionScaling");
   }
@@ -587,7 +605,7 @@ TEST(FrontendRope, LongRopeVariants) {
 
 TEST(FrontendRope, PartialRotaryFactor) {
   json config = fixtureConfig("phi3-tiny");
-  config["partial_rotary_factor"] = 0.75;  // head_dim 16 -> 12 rotated dims
+  config["partial_rotary_factor"] = 0.75; // head_dim 16 -> 12 rotated dims
   ModelDescription m = resolve(config);
   EXPECT_EQ(m.rope.rotaryDim, 12);
   ASSERT_EQ(m.rope.invFreq.size(), 6u);
@@ -656,10 +674,10 @@ TEST(FrontendRealConfigs, Qwen3_06B) {
   EXPECT_EQ(m.hiddenSize, 1024);
   EXPECT_EQ(m.numHeads, 16);
   EXPECT_EQ(m.numKVHeads, 8);
-  EXPECT_EQ(m.headDim, 128);  // not 1024 / 16
+  EXPECT_EQ(m.headDim, 128); // not 1024 / 16
   EXPECT_TRUE(m.qkNorm);
   EXPECT_TRUE(m.tiedEmbeddings);
-  EXPECT_EQ(m.rope.theta, 1e6);  // an integer in the config
+  EXPECT_EQ(m.rope.theta, 1e6); // an integer in the config
   EXPECT_EQ(weight(m, "layers.0.attn.q_proj.weight").shape, (std::vector<int64_t>{2048, 1024}));
   EXPECT_EQ(weight(m, "layers.0.attn.o_proj.weight").shape, (std::vector<int64_t>{1024, 2048}));
   EXPECT_EQ(weight(m, "layers.27.attn.q_norm.weight").shape, (std::vector<int64_t>{128}));
@@ -692,7 +710,7 @@ TEST(FrontendRealConfigs, Gpt2) {
   EXPECT_EQ(m.intermediateSize, 3072);
   EXPECT_EQ(m.vocabSize, 50257);
   EXPECT_EQ(m.maxPositionEmbeddings, 1024);
-  EXPECT_TRUE(m.tiedEmbeddings);  // GPT-2 ties by default
+  EXPECT_TRUE(m.tiedEmbeddings); // GPT-2 ties by default
   EXPECT_EQ(m.bosTokenIds, (std::vector<int64_t>{50256}));
   EXPECT_EQ(m.weights.size(), 2u + 12u * 16u + 2u);
   EXPECT_EQ(weight(m, "layers.11.attn.v_proj.weight").source.sliceStart, 1536);
@@ -715,7 +733,7 @@ TEST(FrontendVariants, TokenIdForms) {
   ModelDescription m = resolve(config);
   EXPECT_EQ(m.eosTokenIds, (std::vector<int64_t>{128001, 128008, 128009}));
   EXPECT_TRUE(m.bosTokenIds.empty());
-  config.erase("bos_token_id");  // LlamaConfig's default
+  config.erase("bos_token_id"); // LlamaConfig's default
   EXPECT_EQ(resolve(config).bosTokenIds, (std::vector<int64_t>{1}));
 }
 
@@ -726,7 +744,8 @@ TEST(FrontendVariants, LlamaAttentionBias) {
   EXPECT_TRUE(m.attentionBias);
   EXPECT_TRUE(m.outputBias);
   EXPECT_EQ(weight(m, "layers.0.attn.k_proj.bias").shape, (std::vector<int64_t>{16}));
-  EXPECT_EQ(weight(m, "layers.0.attn.o_proj.bias").source.keys.front(), "model.layers.0.self_attn.o_proj.bias");
+  EXPECT_EQ(weight(m, "layers.0.attn.o_proj.bias").source.keys.front(),
+            "model.layers.0.self_attn.o_proj.bias");
 }
 
 TEST(FrontendVariants, Qwen3AttentionBias) {
@@ -739,7 +758,7 @@ TEST(FrontendVariants, Qwen3AttentionBias) {
 
 TEST(FrontendVariants, HeadDimDefaultsAndNull) {
   json config = fixtureConfig("smollm-tiny", "config.transformers.json");
-  config["head_dim"] = nullptr;  // null: derive it
+  config["head_dim"] = nullptr; // null: derive it
   EXPECT_EQ(resolve(config).headDim, 8);
   config.erase("num_key_value_heads");
   EXPECT_EQ(resolve(config).numKVHeads, 9);
@@ -749,7 +768,7 @@ TEST(FrontendVariants, MistralSlidingWindowDefaults) {
   json config = fixtureConfig("mistral-tiny");
   config["sliding_window"] = nullptr;
   for (const auto &layer : resolve(config).layers) EXPECT_FALSE(layer.slidingWindow);
-  config.erase("sliding_window");  // MistralConfig's default
+  config.erase("sliding_window"); // MistralConfig's default
   for (const auto &layer : resolve(config).layers) EXPECT_EQ(layer.slidingWindow, 4096);
 }
 
@@ -757,11 +776,11 @@ TEST(FrontendVariants, Qwen2SlidingWindow) {
   json config = fixtureConfig("qwen2-tiny");
   config["use_sliding_window"] = true;
   config["sliding_window"] = 16;
-  config["max_window_layers"] = 0;  // layers i >= 0 slide: all of them
+  config["max_window_layers"] = 0; // layers i >= 0 slide: all of them
   for (const auto &layer : resolve(config).layers) EXPECT_EQ(layer.slidingWindow, 16);
-  config["max_window_layers"] = 2;  // none of the 2 layers slides
+  config["max_window_layers"] = 2; // none of the 2 layers slides
   for (const auto &layer : resolve(config).layers) EXPECT_FALSE(layer.slidingWindow);
-  config.erase("max_window_layers");  // Qwen2Config's 28
+  config.erase("max_window_layers"); // Qwen2Config's 28
   for (const auto &layer : resolve(config).layers) EXPECT_FALSE(layer.slidingWindow);
 
   json transformers = fixtureConfig("qwen2-tiny", "config.transformers.json");
@@ -801,7 +820,7 @@ TEST(FrontendVariants, MaxSequenceWithinLearnedPositions) {
   FrontendOptions options;
   options.maxSequence = 128;
   EXPECT_NO_THROW(loadFixture("gpt2-tiny", "config.json", options));
-  options.maxSequence = 100000;  // rotary positions extrapolate; only learned tables have an end
+  options.maxSequence = 100000; // rotary positions extrapolate; only learned tables have an end
   EXPECT_NO_THROW(loadFixture("llama-tiny", "config.json", options));
 }
 
@@ -868,15 +887,19 @@ TEST(FrontendErrors, WrongTypes) {
   };
   expectConfigError(withValue("llama-tiny", "hidden_size", "64"),
                     "config.json: key 'hidden_size' must be an integer, got \"64\"");
-  expectConfigError(withValue("llama-tiny", "hidden_size", 64.5), "key 'hidden_size' must be an integer, got 64.5");
+  expectConfigError(withValue("llama-tiny", "hidden_size", 64.5),
+                    "key 'hidden_size' must be an integer, got 64.5");
   expectConfigError(withValue("llama-tiny", "rms_norm_eps", "small"), "key 'rms_norm_eps' must be a number");
   expectConfigError(withValue("llama-tiny", "tie_word_embeddings", 1),
                     "key 'tie_word_embeddings' must be true or false, got 1");
-  expectConfigError(withValue("llama-tiny", "hidden_act", json::object()), "key 'hidden_act' must be a string");
+  expectConfigError(withValue("llama-tiny", "hidden_act", json::object()),
+                    "key 'hidden_act' must be a string");
   expectConfigError(withValue("llama-tiny", "bos_token_id", "<s>"),
                     "key 'bos_token_id' must be an integer, a list of integers or null");
-  expectConfigError(withValue("llama-tiny", "eos_token_id", {1, "x"}), "key 'eos_token_id' must be an integer");
-  expectConfigError(withValue("llama-tiny", "rope_scaling", "llama3"), "key 'rope_scaling' must be an object");
+  expectConfigError(withValue("llama-tiny", "eos_token_id", {1, "x"}),
+                    "key 'eos_token_id' must be an integer");
+  expectConfigError(withValue("llama-tiny", "rope_scaling", "llama3"),
+                    "key 'rope_scaling' must be an object");
   expectConfigError(withValue("llama-tiny", "rope_theta", "big"), "key 'rope_theta' must be a number");
   expectConfigError(withValue("qwen2-tiny", "use_sliding_window", "yes"),
                     "key 'use_sliding_window' must be true or false");
@@ -911,10 +934,11 @@ TEST(FrontendErrors, NonPositiveSizes) {
 }
 
 TEST(FrontendErrors, HeadsMustDivide) {
-  json config = fixtureConfig("smollm-tiny");  // no head_dim: hidden_size / heads
+  json config = fixtureConfig("smollm-tiny"); // no head_dim: hidden_size / heads
   config["hidden_size"] = 70;
-  expectConfigError(config, "config.json: num_attention_heads (9) does not divide hidden_size (70); the config "
-                            "gives no head_dim");
+  expectConfigError(config,
+                    "config.json: num_attention_heads (9) does not divide hidden_size (70); the config "
+                    "gives no head_dim");
   json gpt2 = fixtureConfig("gpt2-tiny");
   gpt2["n_head"] = 5;
   expectConfigError(gpt2, "config.json: n_head (5) does not divide n_embd (64)");
@@ -939,7 +963,7 @@ TEST(FrontendErrors, MixtureOfExperts) {
   expectConfigError(qwen, "num_experts = 60 asks for mixture-of-experts layers");
   json llama = fixtureConfig("llama-tiny");
   llama["n_routed_experts"] = 64;
-  llama.erase("intermediate_size");  // the MoE refusal comes before the missing key
+  llama.erase("intermediate_size"); // the MoE refusal comes before the missing key
   expectConfigError(llama, "n_routed_experts = 64 asks for mixture-of-experts layers");
   json phi = fixtureConfig("phi3-tiny");
   phi["num_local_experts"] = 16;
@@ -951,8 +975,9 @@ TEST(FrontendErrors, MixedAttentionLayouts) {
   transformers["use_sliding_window"] = true;
   transformers["sliding_window"] = 16;
   transformers["layer_types"] = {"full_attention", "sliding_attention"};
-  expectConfigError(transformers, "config.json: key 'layer_types' mixes sliding-window and full-attention layers "
-                                  "(1 of 2 layers use the window of 16)");
+  expectConfigError(transformers,
+                    "config.json: key 'layer_types' mixes sliding-window and full-attention layers "
+                    "(1 of 2 layers use the window of 16)");
   transformers["layer_types"] = {"full_attention", "chunked_attention"};
   expectConfigError(transformers, "key 'layer_types[1]' is 'chunked_attention'");
   transformers["layer_types"] = {"full_attention"};
@@ -962,12 +987,14 @@ TEST(FrontendErrors, MixedAttentionLayouts) {
   classic["use_sliding_window"] = true;
   classic["sliding_window"] = 16;
   classic["max_window_layers"] = 1;
-  expectConfigError(classic, "config.json: key 'max_window_layers' mixes sliding-window and full-attention layers");
+  expectConfigError(classic,
+                    "config.json: key 'max_window_layers' mixes sliding-window and full-attention layers");
   json qwen3 = fixtureConfig("qwen3-tiny");
   qwen3["use_sliding_window"] = true;
   qwen3["max_window_layers"] = 1;
-  expectConfigError(qwen3, "key 'max_window_layers' mixes sliding-window and full-attention layers (1 of 2 layers "
-                           "use the window of 4096)");
+  expectConfigError(qwen3,
+                    "key 'max_window_layers' mixes sliding-window and full-attention layers (1 of 2 layers "
+                    "use the window of 4096)");
 }
 
 TEST(FrontendErrors, UnsupportedActivations) {
@@ -976,8 +1003,9 @@ TEST(FrontendErrors, UnsupportedActivations) {
   expectConfigError(config, "config.json: hidden_act 'relu' is not supported (supported: silu, swish)");
   json gpt2 = fixtureConfig("gpt2-tiny");
   gpt2["activation_function"] = "relu";
-  expectConfigError(gpt2, "activation_function 'relu' is not supported (supported: gelu_new, gelu_pytorch_tanh, "
-                          "gelu)");
+  expectConfigError(gpt2,
+                    "activation_function 'relu' is not supported (supported: gelu_new, gelu_pytorch_tanh, "
+                    "gelu)");
 }
 
 TEST(FrontendErrors, UnsupportedBiasesAndFeatures) {
@@ -992,7 +1020,8 @@ TEST(FrontendErrors, UnsupportedBiasesAndFeatures) {
   expectConfigError(phi, "attention_bias = true asks for attention biases");
   json gpt2 = fixtureConfig("gpt2-tiny");
   gpt2["scale_attn_by_inverse_layer_idx"] = true;
-  expectConfigError(gpt2, "scale_attn_by_inverse_layer_idx = true asks for attention scores scaled by 1 / (layer + 1)");
+  expectConfigError(
+      gpt2, "scale_attn_by_inverse_layer_idx = true asks for attention scores scaled by 1 / (layer + 1)");
   gpt2 = fixtureConfig("gpt2-tiny");
   gpt2["scale_attn_weights"] = false;
   expectConfigError(gpt2, "scale_attn_weights = false asks for unscaled attention scores");
@@ -1006,8 +1035,9 @@ TEST(FrontendErrors, UnsupportedBiasesAndFeatures) {
 TEST(FrontendErrors, UnsupportedRope) {
   json config = fixtureConfig("llama-tiny");
   config["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
-  expectConfigError(config, "config.json: rope_scaling.rope_type 'dynamic' is not supported (supported: default, "
-                            "linear, llama3, longrope)");
+  expectConfigError(config,
+                    "config.json: rope_scaling.rope_type 'dynamic' is not supported (supported: default, "
+                    "linear, llama3, longrope)");
   config["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
   expectConfigError(config, "config.json: rope_scaling.type 'yarn' is not supported");
   json transformers = fixtureConfig("llama-tiny", "config.transformers.json");
@@ -1015,28 +1045,32 @@ TEST(FrontendErrors, UnsupportedRope) {
   expectConfigError(transformers, "config.json: rope_parameters.rope_type 'dynamic' is not supported");
   transformers["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}},
                                      {"sliding_attention", {{"rope_type", "default"}}}};
-  expectConfigError(transformers, "rope_parameters.full_attention': per-layer-type rope parameters are not supported");
+  expectConfigError(transformers,
+                    "rope_parameters.full_attention': per-layer-type rope parameters are not supported");
 
   json longRope = longRopeConfig();
   longRope["rope_scaling"]["short_factor"] = {1.0, 1.0, 1.0};
-  expectConfigError(longRope, "config.json: key 'rope_scaling.short_factor' has 3 entries, expected 8 (rotary dim 16 "
-                              "/ 2)");
+  expectConfigError(longRope,
+                    "config.json: key 'rope_scaling.short_factor' has 3 entries, expected 8 (rotary dim 16 "
+                    "/ 2)");
   json llama3 = fixtureConfig("llama-tiny");
   llama3["rope_scaling"]["high_freq_factor"] = 1.0;
-  expectConfigError(llama3, "key 'rope_scaling.high_freq_factor' must be greater than 'rope_scaling.low_freq_factor'");
+  expectConfigError(
+      llama3, "key 'rope_scaling.high_freq_factor' must be greater than 'rope_scaling.low_freq_factor'");
   json partial = fixtureConfig("phi3-tiny");
   partial["partial_rotary_factor"] = 0;
   expectConfigError(partial, "key 'partial_rotary_factor' must be in (0, 1]");
-  partial["partial_rotary_factor"] = 0.01;  // 16 * 0.01 rounds down to no rotary dimension at all
+  partial["partial_rotary_factor"] = 0.01; // 16 * 0.01 rounds down to no rotary dimension at all
   expectConfigError(partial, "must be even and at least 2");
 }
 
 TEST(FrontendErrors, SequenceBeyondLearnedPositions) {
   FrontendOptions options;
   options.maxSequence = 256;
-  expectFrontendError([&] { loadFixture("gpt2-tiny", "config.json", options); },
-                      "config.json: the maximum sequence length 256 exceeds n_positions (128), the size of the "
-                      "learned position table");
+  expectFrontendError(
+      [&] { loadFixture("gpt2-tiny", "config.json", options); },
+      "config.json: the maximum sequence length 256 exceeds n_positions (128), the size of the "
+      "learned position table");
   options.maxSequence = -1;
   expectFrontendError([&] { loadFixture("llama-tiny", "config.json", options); }, "must not be negative");
 }
@@ -1052,16 +1086,16 @@ TEST(FrontendRegistry, ListsAllFamilies) {
     EXPECT_EQ(entry.specFile, "arch-specs/" + entry.family + ".yaml");
   }
   EXPECT_EQ(families, (std::map<std::string, std::string>{{"GPT2LMHeadModel", "gpt2"},
-                                                           {"LlamaForCausalLM", "llama"},
-                                                           {"MistralForCausalLM", "mistral"},
-                                                           {"Phi3ForCausalLM", "phi3"},
-                                                           {"Qwen2ForCausalLM", "qwen2"},
-                                                           {"Qwen3ForCausalLM", "qwen3"}}));
+                                                          {"LlamaForCausalLM", "llama"},
+                                                          {"MistralForCausalLM", "mistral"},
+                                                          {"Phi3ForCausalLM", "phi3"},
+                                                          {"Qwen2ForCausalLM", "qwen2"},
+                                                          {"Qwen3ForCausalLM", "qwen3"}}));
   EXPECT_TRUE(std::is_sorted(entries.begin(), entries.end(),
                              [](const auto &a, const auto &b) { return a.architecture < b.architecture; }));
 }
 
-// The embedded copies are the files in arch-specs/, and a new family is just a YAML file.
+// A new family is just a YAML file; a spec for a built-in architecture replaces the built-in one.
 TEST(FrontendRegistry, ExtraSpecsAddAndOverride) {
   ScratchDir dir;
   std::string llama = builtinSpec("llama.yaml");
@@ -1097,7 +1131,8 @@ TEST(FrontendRegistry, ExtraSpecFolderErrors) {
   dir.write("a.yaml", llama);
   dir.write("b.yaml", llama);
   expectFrontendError([&] { gerbil::listArchitectures(dir.path().string()); },
-                      "architecture 'LlamaForCausalLM' is already handled by " + (dir.path() / "a.yaml").string());
+                      "architecture 'LlamaForCausalLM' is already handled by " +
+                          (dir.path() / "a.yaml").string());
 }
 
 // Broken specs fail when they are loaded, naming the file, the line and the YAML key.
@@ -1145,7 +1180,8 @@ TEST(FrontendRegistry, SpecWithoutANeededWeight) {
   json config = fixtureConfig("llama-tiny");
   EXPECT_NO_THROW(resolve(config, options));
   config["attention_bias"] = true;
-  expectConfigError(config, "llama.yaml: weights.layer has no source for 'attn.q_proj.bias', which config.json needs "
-                            "(attention bias)",
+  expectConfigError(config,
+                    "llama.yaml: weights.layer has no source for 'attn.q_proj.bias', which config.json needs "
+                    "(attention bias)",
                     options);
 }
