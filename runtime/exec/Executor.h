@@ -25,6 +25,7 @@ public:
   // token when allRows, else of the last one only: rows × vocab floats. Throws RuntimeError.
   std::vector<float> step(const std::vector<int32_t> &tokens, bool allRows);
 
+  const plan::Plan &plan() const { return plan_; }
   uint32_t position() const { return position_; }
   void reset() { position_ = 0; }
   double lastStepGpuMs() const { return lastStepGpuMs_; }

@@ -1,6 +1,6 @@
 // gerbil-exec: runs a gerbil plan on a Vulkan device with the model's safetensors weights.
 #include "runtime/exec/Executor.h"
-#include "runtime/exec/Sampler.h"
+#include "runtime/exec/Generation.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
   std::string planPath, weightsDir, promptIds, dumpLogits;
   int64_t maxNewTokens = 16;
   int device = -1;
-  bool json = false, listDevicesFlag = false, validation = false;
+  bool json = false, listDevicesFlag = false, validation = false, stopAtEos = false;
   gerbil::exec::SamplingOptions sampling;
   app.add_option("plan", planPath, "The plan written by gerbilc");
   app.add_option("--weights", weightsDir, "Folder with model.safetensors (default: the compiled config's folder)");
@@ -89,6 +89,7 @@ int main(int argc, char **argv) {
   app.add_option("--top-k", sampling.topK, "Sample among the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--top-p", sampling.topP, "Sample within cumulative probability p")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", sampling.seed, "Seed of the sampler");
+  app.add_flag("--stop-at-eos", stopAtEos, "Stop after an end-of-sequence token (else run all --max-new-tokens)");
   app.add_option("--dump-logits", dumpLogits, "Write the logits (safetensors: logits [T, vocab], step_logits [N, vocab])");
   app.add_option("--device", device, "Vulkan device index (see --list-devices)");
   app.add_flag("--list-devices", listDevicesFlag, "List Vulkan devices and exit");
@@ -147,43 +148,31 @@ int main(int argc, char **argv) {
     if (interactive) std::fprintf(stderr, "\n");
     double loadMs = msSince(loadStart);
     gerbil::exec::Executor executor(context, plan, std::move(weights));
-    gerbil::exec::Sampler sampler(sampling);
-    const int64_t vocab = plan.model.vocabSize;
-    bool wantLogits = !dumpLogits.empty();
-
-    // Prefill in chunks of the plan's prefill size.
-    auto prefillStart = Clock::now();
-    std::vector<float> promptLogits, last;
-    for (size_t begin = 0; begin < prompt.size(); begin += plan.limits.prefillChunk) {
-      size_t end = std::min(prompt.size(), begin + plan.limits.prefillChunk);
-      std::vector<int32_t> chunk(prompt.begin() + begin, prompt.begin() + end);
-      std::vector<float> logits = executor.step(chunk, wantLogits);
-      if (wantLogits) promptLogits.insert(promptLogits.end(), logits.begin(), logits.end());
-      last.assign(logits.end() - vocab, logits.end());
-    }
-    double prefillMs = msSince(prefillStart);
-
-    auto decodeStart = Clock::now();
-    std::vector<int32_t> output;
-    std::vector<float> stepLogits;
-    for (int64_t i = 0; i < maxNewTokens; ++i) {
-      if (wantLogits) stepLogits.insert(stepLogits.end(), last.begin(), last.end());
-      int32_t token = sampler.next(last.data(), vocab);
-      output.push_back(token);
-      if (!json) std::printf("%s%d", i ? "," : "", token), std::fflush(stdout);
-      if (i + 1 == maxNewTokens) break;
-      last = executor.step({token}, false);
-    }
-    double decodeMs = msSince(decodeStart);
-    if (!json && !output.empty()) std::printf("\n");
-    if (wantLogits) writeLogits(dumpLogits, promptLogits, stepLogits, vocab);
-
-    double decodeSteps = static_cast<double>(std::max<int64_t>(maxNewTokens - 1, 0));
+    gerbil::exec::GenerationOptions generation;
+    generation.maxNewTokens = maxNewTokens;
+    generation.sampling = sampling;
+    generation.keepLogits = !dumpLogits.empty();
+    if (stopAtEos) generation.stopTokenIds = plan.model.eosTokenIds;
+    bool first = true;
+    if (!json)
+      generation.onToken = [&](int32_t token) {
+        std::printf("%s%d", first ? "" : ",", token);
+        std::fflush(stdout);
+        first = false;
+        return true;
+      };
+    gerbil::exec::GenerationResult generated = gerbil::exec::generate(executor, prompt, generation);
+    if (!json && !generated.output.empty()) std::printf("\n");
+    if (!dumpLogits.empty()) writeLogits(dumpLogits, generated.promptLogits, generated.stepLogits, plan.model.vocabSize);
+    double prefillMs = generated.prefillMs, decodeMs = generated.decodeMs;
+    const std::vector<int32_t> &output = generated.output;
+    double decodeSteps = static_cast<double>(output.size() > 1 ? output.size() - 1 : 0);
     if (json) {
       nlohmann::json result = {
           {"prompt_ids", prompt},
           {"output_ids", output},
           {"device", context.info().name},
+          {"stop_reason", generated.stopReason},
           {"timings",
            {{"total_ms", msSince(started)},
             {"load_ms", loadMs},
