@@ -22,9 +22,13 @@ std::string declare(const KernelBinding &b, size_t index) {
   std::string array = b.name + "_";
   if (b.access == Access::TokenIds)
     return layout + "restrict readonly buffer " + block + " { int " + b.name + "[]; };\n";
+  if (b.access == Access::TokenIdsWrite) return layout + "restrict buffer " + block + " { int " + b.name + "[]; };\n";
   std::string qualifier = b.access == Access::Read ? "restrict readonly " : b.access == Access::Write ? "restrict writeonly " : "restrict ";
   bool packed16 = b.dtype == plan::DType::F16 || b.dtype == plan::DType::BF16;
   std::string text = layout + qualifier + "buffer " + block + " { " + (packed16 ? "uint " : "float ") + array + "[]; };\n";
+  if (b.vec4View)
+    text += layout + qualifier + "buffer " + block + "_v4 { " + (packed16 ? "uvec4 " : "vec4 ") + b.name +
+            "_v4[]; };\n";
   if (b.access != Access::Write) {
     text += "float load_" + b.name + "(uint i) { ";
     if (b.dtype == plan::DType::F16) text += "return unpackHalf2x16(" + array + "[i >> 1])[i & 1u]; }\n";
@@ -59,6 +63,9 @@ std::string writeKernel(const KernelSource &kernel) {
   if (kernel.needsReduction) text += "#define NEEDS_REDUCTION 1\n";
   text += kernelFile("common.glsl");
   for (size_t i = 0; i < kernel.bindings.size(); ++i) text += declare(kernel.bindings[i], i);
+  // The state buffer is always the last binding (plan::BufferKind::State).
+  text += "layout(std430, binding = " + std::to_string(kernel.bindings.size()) +
+          ") restrict buffer Binding_state { uint position; uint generated; uint tokens[]; } state_;\n";
   text += kernelFile(kernel.templateFile);
   return text;
 }

@@ -11,12 +11,16 @@
 
 namespace gerbil::codegen {
 
-enum class Access { TokenIds, Read, Write, ReadWrite };
+// TokenIds / TokenIdsWrite: int32 arrays accessed directly by name (no load_/store_ accessors).
+enum class Access { TokenIds, TokenIdsWrite, Read, Write, ReadWrite };
 
 struct KernelBinding {
   std::string name;  // the template calls load_<name> / store_<name>
   Access access = Access::Read;
   plan::DType dtype = plan::DType::F32;
+  // Also declare NAME_v4[]: 16-byte elements (vec4 of f32, or uvec4 of 8 packed 16-bit values) of the same
+  // buffer, for kernels that load 16 bytes at a time.
+  bool vec4View = false;
 };
 
 struct KernelSource {

@@ -20,7 +20,7 @@ namespace {
 
 // Where a kernel binding's buffer comes from, relative to its dispatch.
 struct BindingSource {
-  enum Kind { Operand, Result, CacheKeys, CacheValues } kind;
+  enum Kind { Operand, Result, CacheKeys, CacheValues, InputIds } kind;
   unsigned index = 0;
 };
 
@@ -65,16 +65,23 @@ public:
     plan_.arenaBytes = arenaBytes.getInt();
     plan_.inputBytes = maxTokens_ * 4;
     plan_.inputIds = {plan::BufferKind::Input, 0, 0, plan_.inputBytes};
+    plan_.stateBytes = (plan::kStateHeaderWords + static_cast<uint64_t>(options_.maxSequence)) * 4;
     plan_.target = options_.target;
 
     for (Operation &op : forward.getBody().front()) {
-      if (auto dispatch = dyn_cast<gd::DispatchOp>(op)) plan_.prefill.push_back(lower(dispatch));
-      else if (auto ret = dyn_cast<func::ReturnOp>(op)) plan_.logits = arenaBinding(ret.getOperand(0));
+      if (auto dispatch = dyn_cast<gd::DispatchOp>(op)) {
+        plan_.prefill.push_back(lower(dispatch, false));
+        plan_.decode.push_back(lower(dispatch, true));
+      }
+      else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        plan_.logits = arenaBinding(ret.getOperand(0));
+        // A greedy token result comes from the argmax dispatch, which must be the step's last.
+        plan_.gpuArgmax = ret.getNumOperands() == 2 && !plan_.prefill.empty() &&
+                          plan_.kernels[plan_.prefill.back().kernel].name.rfind("argmax.", 0) == 0;
+      }
       else if (!isa<gd::WeightRefOp>(op))
         throw CodegenError("'" + op.getName().getStringRef().str() + "' is outside any dispatch");
     }
-    // Decode runs the same kernels at T = 1; the grids are functions of T.
-    plan_.decode = plan_.prefill;
     plan_.requires_.maxStorageBufferRange = largestBinding();
     plan::validate(plan_, "generated plan");
     return std::move(plan_);
@@ -144,7 +151,7 @@ private:
     auto type = llvm::cast<RankedTensorType>(v.getType());
     uint64_t bytes = 4;
     for (int64_t d : type.getShape()) bytes *= ShapedType::isDynamic(d) ? maxTokens_ : d;
-    return bytes;
+    return std::max<uint64_t>(bytes, 16);
   }
 
   plan::Binding arenaBinding(Value v) {
@@ -171,7 +178,8 @@ private:
     return dtypeOf(llvm::cast<RankedTensorType>(v.getType()).getElementType());
   }
 
-  KernelInstance specify(gd::DispatchOp dispatch, Operation *op) {
+  // `decode`: the one-token variant, where the dispatch has one (decode_grid).
+  KernelInstance specify(gd::DispatchOp dispatch, Operation *op, bool decode) {
     KernelInstance k;
     k.source.workgroup = {dispatch.getWorkgroup()[0], dispatch.getWorkgroup()[1], dispatch.getWorkgroup()[2]};
     auto define = [&](const std::string &name, const std::string &value) { k.source.defines.emplace_back(name, value); };
@@ -221,6 +229,18 @@ private:
         .Case<gd::MatMulOp>([&](gd::MatMulOp m) {
           define("K", uintValue(rowWidth(m.getInput())));
           define("N", uintValue(rowWidth(m.getResult())));
+          if (decode) {
+            k.source.templateFile = "gemv.glsl";
+            plan::DType w = operandDType(dispatch.getOperand(1));  // the body sees block arguments
+            define("ROWS", uintValue(gd::kGemvRows));
+            define("W_PACKED16", w == plan::DType::F32 ? "0" : "1");
+            define("W_BF16", w == plan::DType::BF16 ? "1" : "0");
+            bind("x", Access::Read, operand(0));
+            bind("w", Access::Read, operand(1));
+            bind("result", Access::Write, result);
+            k.source.bindings[0].vec4View = k.source.bindings[1].vec4View = true;
+            return;
+          }
           define("ROWS", uintValue(gd::kMatMulRows));
           define("TOKENS", uintValue(gd::kMatMulTokens));
           bind("x", Access::Read, operand(0));
@@ -271,6 +291,13 @@ private:
           bind("v_cache", Access::Write, {BindingSource::CacheValues, 0});
           k.cache = a.getCacheAttr();
         })
+        .Case<gd::ArgmaxOp>([&](gd::ArgmaxOp a) {
+          define("VOCAB", uintValue(rowWidth(a.getLogits())));
+          define("SEQ", uintValue(options_.maxSequence));
+          bind("logits", Access::Read, operand(0));
+          bind("result", Access::TokenIdsWrite, result);
+          bind("ids", Access::TokenIdsWrite, {BindingSource::InputIds, 0});
+        })
         .Case<gd::AttentionOp>([&](gd::AttentionOp a) {
           define("HEADS", uintValue(a.getNumHeads()));
           define("KV_HEADS", uintValue(a.getNumKvHeads()));
@@ -291,12 +318,13 @@ private:
     return k;
   }
 
-  plan::Dispatch lower(gd::DispatchOp dispatch) {
+  plan::Dispatch lower(gd::DispatchOp dispatch, bool decode) {
+    decode = decode && dispatch.getDecodeGrid().has_value();
     Block &body = dispatch.getBody().front();
     if (body.getOperations().size() != 2)
       throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) + "' holds more than one op");
     Operation *op = &body.front();
-    KernelInstance k = specify(dispatch, op);
+    KernelInstance k = specify(dispatch, op, decode);
 
     plan::Dispatch d;
     d.label = locationName(dispatch.getLoc());
@@ -304,6 +332,7 @@ private:
       switch (origin.kind) {
       case BindingSource::Operand: d.bindings.push_back(operandBinding(dispatch.getOperand(origin.index))); break;
       case BindingSource::Result: d.bindings.push_back(arenaBinding(dispatch.getResult(origin.index))); break;
+      case BindingSource::InputIds: d.bindings.push_back(plan_.inputIds); break;
       case BindingSource::CacheKeys:
       case BindingSource::CacheValues: {
         uint64_t layer = cacheLayer_.at(k.cache.getValue().str());
@@ -313,13 +342,13 @@ private:
       }
       }
     }
-    d.grid = gridOf(dispatch);
+    d.bindings.push_back({plan::BufferKind::State, 0, 0, plan_.stateBytes});
+    d.grid = gridOf(dispatch, decode ? *dispatch.getDecodeGrid() : dispatch.getGrid());
     d.kernel = kernelIndex(k.source, dispatch);
     return d;
   }
 
-  std::array<plan::GridDim, 3> gridOf(gd::DispatchOp dispatch) {
-    AffineMap map = dispatch.getGrid();
+  std::array<plan::GridDim, 3> gridOf(gd::DispatchOp dispatch, AffineMap map) {
     std::array<plan::GridDim, 3> grid;
     auto constantAt = [&](AffineExpr e, int64_t tokens) {
       AffineExpr folded = e.replaceSymbols({getAffineConstantExpr(tokens, e.getContext())});
@@ -349,8 +378,9 @@ private:
     if (auto it = kernelBySource_.find(glsl); it != kernelBySource_.end()) return it->second;
     plan::Kernel kernel;
     kernel.name = dispatch.getKernel().str() + "." + std::to_string(plan_.kernels.size());
+    if (options_.glsl) *options_.glsl << "// ---- kernel " << kernel.name << " (first used by " << locationName(dispatch.getLoc()) << ")\n" << glsl << "\n";
     kernel.spirv = compiler_.compile(glsl, kernel.name + " (" + locationName(dispatch.getLoc()) + ")");
-    kernel.numBindings = static_cast<uint32_t>(source.bindings.size());
+    kernel.numBindings = static_cast<uint32_t>(source.bindings.size()) + 1;  // + the state buffer
     kernel.workgroupSize = {static_cast<uint32_t>(source.workgroup[0]), static_cast<uint32_t>(source.workgroup[1]),
                             static_cast<uint32_t>(source.workgroup[2])};
     uint32_t index = static_cast<uint32_t>(plan_.kernels.size());

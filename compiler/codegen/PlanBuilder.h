@@ -6,6 +6,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <ostream>
 #include <string>
 
 namespace gerbil::codegen {
@@ -13,6 +14,7 @@ namespace gerbil::codegen {
 struct CodegenOptions {
   std::string target = "generic";
   int64_t maxSequence = 0;  // KV cache positions
+  std::ostream *glsl = nullptr;  // when set, receives the GLSL of every distinct kernel
 };
 
 // Throws CodegenError naming the dispatch at fault.

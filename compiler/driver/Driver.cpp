@@ -50,8 +50,8 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     err << "gerbilc: error: unknown --target '" << options.target << "' (available: generic)\n";
     return kExitUsage;
   }
-  if (options.emit != "plan" && options.emit != "mlir" && options.emit != "mlir-opt") {
-    err << "gerbilc: error: --emit must be plan, mlir or mlir-opt, got '" << options.emit << "'\n";
+  if (options.emit != "plan" && options.emit != "mlir" && options.emit != "mlir-opt" && options.emit != "glsl") {
+    err << "gerbilc: error: --emit must be plan, mlir, mlir-opt or glsl, got '" << options.emit << "'\n";
     return kExitUsage;
   }
   try {
@@ -96,7 +96,14 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     }
 
     codegen::CodegenOptions codegenOptions{options.target, maxSequence};
+    std::ostringstream glsl;
+    if (options.emit == "glsl") codegenOptions.glsl = &glsl;
     plan::Plan plan = codegen::buildPlan(*module, codegenOptions);
+    if (options.emit == "glsl") {
+      if (options.outputPath.empty() || options.outputPath == "-") out << glsl.str();
+      else if (!(std::ofstream(options.outputPath) << glsl.str())) throw plan::PlanError(options.outputPath + ": cannot write the file");
+      return kExitOk;
+    }
     plan.model.configJson = readText(options.configPath);
     plan.model.configPath = std::filesystem::absolute(options.configPath).lexically_normal().string();
     plan.compilerVersion = "gerbilc 0.1";

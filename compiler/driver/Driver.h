@@ -10,7 +10,7 @@ namespace gerbil {
 struct CompileOptions {
   std::string configPath;
   std::string outputPath;          // the plan (or "-" for stdout with --emit=mlir*)
-  std::string emit = "plan";       // plan | mlir | mlir-opt
+  std::string emit = "plan";       // plan | mlir | mlir-opt | glsl
   std::string weightDtype = "f32"; // f32 | f16
   std::string target = "generic";
   std::string archSpecDir;         // extra specs, searched before the built-in ones

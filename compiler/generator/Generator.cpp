@@ -160,8 +160,9 @@ private:
   void buildForward() {
     auto ids = RankedTensorType::get({ShapedType::kDynamic}, b_.getI32Type());
     auto logitsType = rows(model_.vocabSize);
+    auto tokenType = RankedTensorType::get({1}, b_.getI32Type());
     auto fn = b_.create<func::FuncOp>(loc("forward"), "forward",
-                                      b_.getFunctionType({ids, b_.getIndexType()}, {logitsType}));
+                                      b_.getFunctionType({ids, b_.getIndexType()}, {logitsType, tokenType}));
     Block *entry = fn.addEntryBlock();
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(entry);
@@ -178,7 +179,8 @@ private:
     h = norm(h, "final_norm", "final_norm");
     Value head = weight(model_.tiedEmbeddings || !hasWeight(names::kLMHead) ? names::kEmbedTokens : names::kLMHead);
     Value logits = b_.create<gd::MatMulOp>(loc("lm_head"), logitsType, h, head);
-    b_.create<func::ReturnOp>(loc("forward"), logits);
+    Value token = b_.create<gd::ArgmaxOp>(loc("argmax"), tokenType, logits);
+    b_.create<func::ReturnOp>(loc("forward"), ValueRange{logits, token});
   }
 
   MLIRContext &ctx_;

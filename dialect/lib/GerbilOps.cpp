@@ -206,6 +206,12 @@ LogicalResult AttentionOp::verifySymbolUses(SymbolTableCollection &table) {
   return success();
 }
 
+LogicalResult ArgmaxOp::verify() {
+  if (failed(rowSize(*this, getLogits(), "logits"))) return failure();
+  if (getToken().getType().getDimSize(0) != 1) return emitOpError() << "gives one token: tensor<1xi32>";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Dispatch
 //===----------------------------------------------------------------------===//
@@ -239,6 +245,9 @@ LogicalResult DispatchOp::verify() {
   auto yield = llvm::cast<YieldOp>(block.getTerminator());
   if (yield.getValues().getTypes() != getResultTypes())
     return emitOpError() << "yielded types differ from the results";
+  if (auto decode = getDecodeGrid(); decode && (decode->getNumDims() != 0 || decode->getNumSymbols() != 1 ||
+                                                decode->getNumResults() != 3))
+    return emitOpError() << "decode_grid must be ()[T] -> (x, y, z)";
   if (auto offsets = getArenaOffsets(); offsets && offsets->size() != getNumResults())
     return emitOpError() << "needs one arena offset per result";
   return success();

@@ -35,8 +35,12 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op) {
       })
       .Case<LayerNormOp>([&](auto) { return choice(ctx, "layer_norm", 64, tokens, constant(1)); })
       .Case<MatMulOp>([&](MatMulOp mm) {
-        int64_t n = rowWidth(mm.getResult());
-        return choice(ctx, "matmul", 64, constant(ceilDiv(n, kMatMulRows)), tokens.ceilDiv(kMatMulTokens));
+        int64_t n = rowWidth(mm.getResult()), k = rowWidth(mm.getInput());
+        KernelChoice c =
+            choice(ctx, "matmul", 64, constant(ceilDiv(n, kMatMulRows)), tokens.ceilDiv(kMatMulTokens));
+        if (k % kGemvLoad == 0)
+          c.decodeGrid = AffineMap::get(0, 1, {constant(ceilDiv(n, kGemvRows)), constant(1), constant(1)}, ctx);
+        return c;
       })
       .Case<AddOp, MulOp, SiLUOp, GELUOp>([&](Operation *e) {
         int64_t n = rowWidth(e->getResult(0));
@@ -45,6 +49,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op) {
       })
       .Case<RoPEOp>([&](auto) { return choice(ctx, "rope", 64, tokens, constant(1)); })
       .Case<KVAppendOp>([&](auto) { return choice(ctx, "kv_append", 64, tokens, constant(1)); })
+      .Case<ArgmaxOp>([&](auto) { return choice(ctx, "argmax", 256, constant(1), constant(1)); })
       .Case<AttentionOp>([&](AttentionOp attn) {
         return choice(ctx, "attention", 64, constant(attn.getNumHeads()), tokens);
       })

@@ -35,11 +35,16 @@ struct VerifyModelPass : mlir::gerbil::impl::GerbilVerifyModelBase<VerifyModelPa
     auto ids = type.getNumInputs() == 2 ? llvm::dyn_cast<RankedTensorType>(type.getInput(0)) : nullptr;
     bool idsOk = ids && ids.getRank() == 1 && ids.isDynamicDim(0) && ids.getElementType().isInteger(32);
     bool posOk = type.getNumInputs() == 2 && type.getInput(1).isIndex();
-    auto logits = type.getNumResults() == 1 ? llvm::dyn_cast<RankedTensorType>(type.getResult(0)) : nullptr;
+    unsigned results = type.getNumResults();
+    auto logits = results >= 1 ? llvm::dyn_cast<RankedTensorType>(type.getResult(0)) : nullptr;
     bool logitsOk = logits && logits.getRank() == 2 && logits.isDynamicDim(0) && !logits.isDynamicDim(1) &&
                     logits.getElementType().isF32();
-    if (!idsOk || !posOk || !logitsOk)
-      return f.emitError() << "@forward must be (tensor<?xi32>, index) -> tensor<?xVxf32>, got " << type;
+    auto token = results == 2 ? llvm::dyn_cast<RankedTensorType>(type.getResult(1)) : nullptr;
+    bool tokenOk = results == 1 || (token && token.getShape() == ArrayRef<int64_t>{1} &&
+                                    token.getElementType().isInteger(32));
+    if (!idsOk || !posOk || !logitsOk || !tokenOk || results > 2)
+      return f.emitError() << "@forward must be (tensor<?xi32>, index) -> (tensor<?xVxf32>[, tensor<1xi32>]), got "
+                           << type;
     return success();
   }
 

@@ -1,5 +1,6 @@
 #include "runtime/exec/Executor.h"
 
+#include <cstring>
 #include <string>
 
 namespace gerbil::exec {
@@ -7,9 +8,8 @@ namespace gerbil::exec {
 void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
   const plan::Requirements &r = plan.requires_;
   if (r.maxStorageBufferRange > device.maxStorageBufferRange)
-    throw RuntimeError("the plan binds " + std::to_string(r.maxStorageBufferRange) +
-                       " bytes at once but " + device.name + " allows at most " +
-                       std::to_string(device.maxStorageBufferRange) +
+    throw RuntimeError("the plan binds " + std::to_string(r.maxStorageBufferRange) + " bytes at once but " +
+                       device.name + " allows at most " + std::to_string(device.maxStorageBufferRange) +
                        " (maxStorageBufferRange); compile with a smaller --prefill-chunk or --max-seq");
   if (r.shaderFloat16 && !device.shaderFloat16)
     throw RuntimeError("the plan needs shaderFloat16, which " + device.name + " lacks");
@@ -27,7 +27,7 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
 }
 
 uint64_t deviceBytesNeeded(const plan::Plan &plan) {
-  uint64_t bytes = plan.arenaBytes + plan.kvCache.bytes + plan.inputBytes;
+  uint64_t bytes = plan.arenaBytes + plan.kvCache.bytes + plan.inputBytes + plan.stateBytes;
   for (const plan::Weight &w : plan.weights) bytes += w.bytes();
   return bytes;
 }
@@ -38,12 +38,18 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
     throw RuntimeError("the loaded weights do not belong to this plan");
   arena_ = context.createBuffer(plan.arenaBytes, "activation arena");
   kvCache_ = context.createBuffer(plan.kvCache.bytes, "KV cache");
-  input_ = context.createBuffer(plan.inputBytes, "token ids");
+  // Written by the host before every step: host-visible, so no staging copy (and no extra submit) is needed.
+  input_ = context.createBuffer(plan.inputBytes, "token ids", true);
+  state_ = context.createBuffer(std::max<uint64_t>(plan.stateBytes, 16), "step state", true);
   context.fill(kvCache_, 0);
   for (const plan::Kernel &k : plan.kernels)
     pipelines_.push_back(context.createPipeline(k.spirv, k.numBindings, plan::kPushConstantBytes, k.name));
   prefill_ = prepare(plan.prefill);
   decode_ = prepare(plan.decode);
+}
+
+Executor::~Executor() {
+  for (auto &[steps, cmd] : recordedDecode_) context_.freeCommands(cmd);
 }
 
 vk::BufferRange Executor::range(const plan::Binding &b) const {
@@ -52,6 +58,7 @@ vk::BufferRange Executor::range(const plan::Binding &b) const {
   case plan::BufferKind::Arena: return {arena_.handle(), b.offset, b.size};
   case plan::BufferKind::KVCache: return {kvCache_.handle(), b.offset, b.size};
   case plan::BufferKind::Input: return {input_.handle(), b.offset, b.size};
+  case plan::BufferKind::State: return {state_.handle(), b.offset, b.size};
   }
   throw RuntimeError("unknown buffer kind in the plan");
 }
@@ -66,8 +73,12 @@ std::vector<Executor::PreparedDispatch> Executor::prepare(const std::vector<plan
   return prepared;
 }
 
-std::vector<float> Executor::step(const std::vector<int32_t> &tokens, bool allRows) {
-  const uint32_t count = static_cast<uint32_t>(tokens.size());
+void Executor::setPosition(uint32_t position) {
+  if (position > position_) throw RuntimeError("setPosition can only move back");
+  position_ = position;
+}
+
+void Executor::checkStep(uint32_t count) const {
   if (count == 0) throw RuntimeError("a step needs at least one token");
   if (count > plan_.limits.prefillChunk)
     throw RuntimeError("a step of " + std::to_string(count) + " tokens exceeds the plan's prefill chunk of " +
@@ -75,40 +86,106 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, bool allRo
   if (position_ + count > plan_.limits.maxSequence)
     throw RuntimeError("position " + std::to_string(position_ + count) + " exceeds the plan's --max-seq " +
                        std::to_string(plan_.limits.maxSequence) + ": recompile with a larger --max-seq");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= plan_.model.vocabSize)
-      throw RuntimeError("token id " + std::to_string(tokens[i]) + " is outside the vocabulary of " +
-                         std::to_string(plan_.model.vocabSize));
-  context_.upload(input_, 0, tokens.data(), count * sizeof(int32_t));
+}
 
-  const auto &schedule = count == 1 ? decode_ : prefill_;
-  const uint32_t push[2] = {count, position_};
-  VkCommandBuffer cmd = context_.beginCommands();
-  bool timed = context_.info().timestamps;
-  if (timed) {
-    context_.resetTimestamps(cmd, 2);
-    context_.writeTimestamp(cmd, 0);
-  }
-  context_.computeBarrier(cmd);  // the token upload happened in an earlier submission
-  for (const PreparedDispatch &d : schedule) {
+void Executor::writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes) {
+  if (void *mapped = buffer.mappedData()) std::memcpy(mapped, data, bytes);
+  else context_.upload(buffer, 0, data, bytes);
+}
+
+void Executor::readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes) {
+  if (const void *mapped = buffer.mappedData()) std::memcpy(data, static_cast<const uint8_t *>(mapped) + offset, bytes);
+  else context_.download(buffer, offset, data, bytes);
+}
+
+void Executor::writeState(uint32_t position) {
+  const uint32_t header[plan::kStateHeaderWords] = {position, 0};
+  writeHost(state_, header, sizeof header);
+}
+
+void Executor::recordSchedule(VkCommandBuffer cmd, const std::vector<PreparedDispatch> &schedule, uint32_t count,
+                              bool timestamps) {
+  const uint32_t push[2] = {count, 0};
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    const PreparedDispatch &d = schedule[i];
     context_.dispatch(cmd, pipelines_[d.kernel], d.set, push, sizeof push, d.grid[0].evaluate(count),
                       d.grid[1].evaluate(count), d.grid[2].evaluate(count));
     context_.computeBarrier(cmd);
+    if (timestamps) context_.writeTimestamp(cmd, static_cast<uint32_t>(i) + 1);
   }
-  if (timed) context_.writeTimestamp(cmd, 1);
+}
+
+std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wanted) {
+  const uint32_t count = static_cast<uint32_t>(tokens.size());
+  checkStep(count);
+  for (int32_t id : tokens)
+    if (id < 0 || id >= plan_.model.vocabSize)
+      throw RuntimeError("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                         std::to_string(plan_.model.vocabSize));
+  writeHost(input_, tokens.data(), count * sizeof(int32_t));
+  writeState(position_);
+
+  const auto &schedule = count == 1 ? decode_ : prefill_;
+  VkCommandBuffer cmd = context_.beginCommands();
+  const bool timed = context_.info().timestamps;
+  const uint32_t slots = profiling_ ? static_cast<uint32_t>(schedule.size()) + 1 : 2;
+  if (timed) {
+    context_.resetTimestamps(cmd, slots);
+    context_.writeTimestamp(cmd, 0);
+  }
+  context_.computeBarrier(cmd);  // host writes and earlier submissions come first
+  recordSchedule(cmd, schedule, count, timed && profiling_);
+  if (timed && !profiling_) context_.writeTimestamp(cmd, 1);
   context_.submitAndWait(cmd);
   if (timed) {
-    std::vector<uint64_t> ns = context_.readTimestamps(2);
-    lastStepGpuMs_ = static_cast<double>(ns[1] - ns[0]) / 1e6;
+    std::vector<uint64_t> ns = context_.readTimestamps(slots);
+    lastStepGpuMs_ = static_cast<double>(ns.back() - ns.front()) / 1e6;
+    lastDispatchMs_.clear();
+    if (profiling_)
+      for (size_t i = 1; i < ns.size(); ++i) lastDispatchMs_.push_back(static_cast<double>(ns[i] - ns[i - 1]) / 1e6);
   }
   position_ += count;
 
+  if (wanted == Logits::None) return {};
   const uint64_t vocab = static_cast<uint64_t>(plan_.model.vocabSize);
-  const uint32_t firstRow = allRows ? 0 : count - 1;
+  const uint32_t firstRow = wanted == Logits::All ? 0 : count - 1;
   std::vector<float> logits((count - firstRow) * vocab);
   context_.download(arena_, plan_.logits.offset + firstRow * vocab * sizeof(float), logits.data(),
                     logits.size() * sizeof(float));
   return logits;
+}
+
+int32_t Executor::greedyToken() {
+  if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
+  uint32_t token = 0;
+  readHost(state_, plan::kStateHeaderWords * 4, &token, 4);
+  return static_cast<int32_t>(token);
+}
+
+std::vector<int32_t> Executor::decodeGreedy(int32_t token, uint32_t count) {
+  if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
+  if (count == 0) return {};
+  if (position_ + count > plan_.limits.maxSequence)
+    throw RuntimeError("position " + std::to_string(position_ + count) + " exceeds the plan's --max-seq " +
+                       std::to_string(plan_.limits.maxSequence));
+  if (token < 0 || token >= plan_.model.vocabSize)
+    throw RuntimeError("token id " + std::to_string(token) + " is outside the vocabulary");
+  writeHost(input_, &token, sizeof token);
+  writeState(position_);
+
+  // One command buffer per batch size, recorded once: `count` decode steps back to back.
+  VkCommandBuffer &cmd = recordedDecode_[count];
+  if (!cmd) {
+    cmd = context_.beginReusableCommands();
+    context_.computeBarrier(cmd);
+    for (uint32_t i = 0; i < count; ++i) recordSchedule(cmd, decode_, 1, false);
+    context_.endCommands(cmd);
+  }
+  context_.submitRecorded(cmd);
+  std::vector<int32_t> tokens(count);
+  readHost(state_, plan::kStateHeaderWords * 4, tokens.data(), count * sizeof(int32_t));
+  position_ += count;
+  return tokens;
 }
 
 } // namespace gerbil::exec

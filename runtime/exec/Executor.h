@@ -1,11 +1,15 @@
-// Runs a plan on a device: owns the activation arena, the KV cache and the pipelines, and executes
-// prefill and decode steps. A step uploads its token ids, records every dispatch of the schedule with a
-// barrier between them, submits once and reads back the logits it is asked for.
+// Runs a plan on a device: owns the activation arena, the KV cache, the step state and the pipelines, and
+// executes prefill and decode steps. A step writes its token ids and position, records every dispatch of
+// its schedule with a barrier between them, submits once and reads back what it is asked for. Greedy decode
+// replays a recorded command buffer of several steps: the plan's GPU argmax feeds each token to the next
+// step, so the host waits once per batch of tokens and reads 4 bytes a token.
 #pragma once
 
 #include "runtime/exec/WeightLoader.h"
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace gerbil::exec {
@@ -17,18 +21,39 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device);
 // Bytes of device memory a plan needs with its weights.
 uint64_t deviceBytesNeeded(const plan::Plan &plan);
 
+enum class Logits { None, Last, All };
+
 class Executor {
 public:
   Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights weights);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
 
-  // Processes `tokens` at positions [position(), position() + tokens.size()). Returns the logits of every
-  // token when allRows, else of the last one only: rows × vocab floats. Throws RuntimeError.
-  std::vector<float> step(const std::vector<int32_t> &tokens, bool allRows);
+  // Processes `tokens` at positions [position(), position() + tokens.size()). Returns the logits asked
+  // for: every row, the last row, or none (rows × vocab floats). Throws RuntimeError.
+  std::vector<float> step(const std::vector<int32_t> &tokens, Logits wanted);
+  std::vector<float> step(const std::vector<int32_t> &tokens, bool allRows) {
+    return step(tokens, allRows ? Logits::All : Logits::Last);
+  }
+
+  // The GPU argmax's token after the last step (plans with gpuArgmax).
+  int32_t greedyToken();
+  // Feeds `token` and decodes `count` more greedy tokens on the GPU; returns them. The last one is not yet
+  // in the KV cache (as with step). Needs plan().gpuArgmax.
+  std::vector<int32_t> decodeGreedy(int32_t token, uint32_t count);
 
   const plan::Plan &plan() const { return plan_; }
   uint32_t position() const { return position_; }
+  // Moves the position back (to drop tokens decoded past a stop); the cache beyond it is overwritten later.
+  void setPosition(uint32_t position);
   void reset() { position_ = 0; }
   double lastStepGpuMs() const { return lastStepGpuMs_; }
+
+  // With profiling on, every dispatch of a step is timed on the GPU (timestamp queries).
+  void setProfiling(bool on) { profiling_ = on; }
+  // GPU milliseconds of each dispatch of the last profiled step, in schedule order.
+  const std::vector<double> &lastDispatchMs() const { return lastDispatchMs_; }
 
 private:
   struct PreparedDispatch {
@@ -38,15 +63,24 @@ private:
   };
   std::vector<PreparedDispatch> prepare(const std::vector<plan::Dispatch> &schedule);
   vk::BufferRange range(const plan::Binding &binding) const;
+  void checkStep(uint32_t tokens) const;
+  void writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes);
+  void readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes);
+  void writeState(uint32_t position);
+  void recordSchedule(VkCommandBuffer cmd, const std::vector<PreparedDispatch> &schedule, uint32_t tokens,
+                      bool timestamps);
 
   vk::Context &context_;
   const plan::Plan &plan_;
   LoadedWeights weights_;
-  vk::Buffer arena_, kvCache_, input_;
+  vk::Buffer arena_, kvCache_, input_, state_;
   std::vector<vk::Pipeline> pipelines_;
   std::vector<PreparedDispatch> prefill_, decode_;
+  std::map<uint32_t, VkCommandBuffer> recordedDecode_;  // steps per submit -> command buffer
   uint32_t position_ = 0;
   double lastStepGpuMs_ = 0;
+  bool profiling_ = false;
+  std::vector<double> lastDispatchMs_;
 };
 
 } // namespace gerbil::exec

@@ -59,7 +59,8 @@ std::string lower(std::string s) {
 }
 
 std::optional<BufferKind> parseBufferKind(const std::string &s) {
-  for (BufferKind k : {BufferKind::Weight, BufferKind::Arena, BufferKind::KVCache, BufferKind::Input})
+  for (BufferKind k : {BufferKind::Weight, BufferKind::Arena, BufferKind::KVCache, BufferKind::Input,
+                       BufferKind::State})
     if (s == toString(k)) return k;
   return std::nullopt;
 }
@@ -118,6 +119,8 @@ json manifestToJson(const Plan &plan) {
   m["inputBytes"] = plan.inputBytes;
   m["inputIds"] = bindingToJson(plan.inputIds);
   m["logits"] = bindingToJson(plan.logits);
+  m["stateBytes"] = plan.stateBytes;
+  m["gpuArgmax"] = plan.gpuArgmax;
 
   // The SPIR-V itself goes to the blob; the manifest says where each kernel's words are.
   json kernels = json::array();
@@ -313,6 +316,8 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.inputBytes = root["inputBytes"].u64();
   plan.inputIds = readBinding(root["inputIds"]);
   plan.logits = readBinding(root["logits"]);
+  plan.stateBytes = root["stateBytes"].u64();
+  plan.gpuArgmax = root["gpuArgmax"].boolean();
 
   plan.kernels = root["kernels"].list([&](const Reader &r) {
     Kernel k;
@@ -368,6 +373,10 @@ void validateBinding(const Plan &plan, const Binding &b, const std::string &wher
   case BufferKind::Input:
     limit = plan.inputBytes;
     buffer = "input buffer";
+    break;
+  case BufferKind::State:
+    limit = plan.stateBytes;
+    buffer = "state buffer";
     break;
   default:
     throw PlanError(where + " has an unknown buffer kind " + std::to_string(int(b.kind)));
@@ -505,6 +514,8 @@ const char *toString(BufferKind k) {
     return "kv_cache";
   case BufferKind::Input:
     return "input";
+  case BufferKind::State:
+    return "state";
   }
   return "unknown";
 }
@@ -544,6 +555,9 @@ void validate(const Plan &plan, const std::string &what) {
                     std::string(toString(plan.inputIds.kind)) + " buffer");
   validateBinding(plan, plan.inputIds, what + ": inputIds");
   if (plan.logits.kind == BufferKind::Weight) throw PlanError(what + ": logits cannot be a weight");
+  if (plan.gpuArgmax && plan.stateBytes < (kStateHeaderWords + plan.limits.maxSequence) * 4)
+    throw PlanError(what + ": the state buffer of " + std::to_string(plan.stateBytes) +
+                    " bytes cannot hold the tokens of " + std::to_string(plan.limits.maxSequence) + " positions");
   validateBinding(plan, plan.logits, what + ": logits");
   validateDispatches(plan, plan.prefill, what, "prefill");
   validateDispatches(plan, plan.decode, what, "decode");

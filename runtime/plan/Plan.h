@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 
 class PlanError : public std::runtime_error {
 public:
@@ -47,7 +47,10 @@ struct Weight {
   uint64_t bytes() const;
 };
 
-enum class BufferKind : uint8_t { Weight, Arena, KVCache, Input };
+// State: the step state every kernel reads, { uint position; uint generated; uint tokens[maxSequence]; }:
+// the position of the step's first token, and the tokens the GPU argmax has chosen so far, so that decode
+// steps can follow each other on the GPU without the host.
+enum class BufferKind : uint8_t { Weight, Arena, KVCache, Input, State };
 const char *toString(BufferKind k);
 
 // One descriptor binding of a dispatch. Weight: the weight with this index, whole. The others: a byte range
@@ -74,8 +77,10 @@ struct Dispatch {
   std::array<GridDim, 3> grid;
 };
 
-// Every kernel receives the same push constants: { uint tokens; uint startPosition; }.
+// Every kernel receives the same push constants: { uint tokens; uint unused; }, and binds the state buffer
+// as its last binding (the step's position lives there so that recorded command buffers can be replayed).
 inline constexpr uint32_t kPushConstantBytes = 8;
+inline constexpr uint64_t kStateHeaderWords = 2;  // position, generated
 
 struct Kernel {
   std::string name;
@@ -131,6 +136,10 @@ struct Plan {
   uint64_t inputBytes = 0;     // int32 token ids, prefillChunk of them
   Binding inputIds;            // where the kernels read the token ids
   Binding logits;              // F32 [T, vocab] after a step
+  uint64_t stateBytes = 0;     // the State buffer: (2 + maxSequence) uint32
+  // The last dispatch of each schedule is a GPU argmax of the last logits row: it writes the chosen token
+  // into input_ids[0], appends it to the state's tokens and advances the position by T.
+  bool gpuArgmax = false;
   std::vector<Kernel> kernels;
   std::vector<Dispatch> prefill;
   std::vector<Dispatch> decode;

@@ -701,10 +701,25 @@ uint32_t Context::validationErrorsInProcess() {
   return gProcessValidationErrors.load();
 }
 
+namespace {
+[[noreturn]] void throwValidationFailed(uint32_t errors) {
+  throw VulkanError("vulkan validation reported " + std::to_string(errors) +
+                    (errors == 1 ? " error" : " errors"));
+}
+} // namespace
+
+void throwIfValidationFailed(const Context &ctx) {
+  if (ctx.validationEnabled() && ctx.validationErrors() > 0) throwValidationFailed(ctx.validationErrors());
+}
+
+void throwIfValidationFailed() {
+  if (uint32_t errors = Context::validationErrorsInProcess(); errors > 0) throwValidationFailed(errors);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Buffers and copies
 
-Buffer Context::createBuffer(uint64_t bytes, const std::string &what) {
+Buffer Context::createBuffer(uint64_t bytes, const std::string &what, bool hostVisible) {
   Impl &s = *impl_;
   if (bytes > UINT64_MAX - 3)
     throw VulkanError("buffer '" + what + "' of " + std::to_string(bytes) + " bytes is too large");
@@ -743,9 +758,21 @@ Buffer Context::createBuffer(uint64_t bytes, const std::string &what) {
   // with it, so a discrete GPU gets VRAM rather than its small BAR window, and a UMA device its only type.
   // Each is tried in turn, since a second device-local heap may still have room.
   std::vector<uint32_t> candidates;
+  constexpr VkMemoryPropertyFlags kHostVisible =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  if (hostVisible && !s.forceStaging) {
+    for (VkMemoryPropertyFlags extra : {VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT), VkMemoryPropertyFlags(0)})
+      for (uint32_t i = 0; i < s.memory.memoryTypeCount; ++i) {
+        VkMemoryPropertyFlags flags = s.memory.memoryTypes[i].propertyFlags;
+        if ((requirements.memoryTypeBits & (1u << i)) && (flags & (kHostVisible | extra)) == (kHostVisible | extra) &&
+            std::find(candidates.begin(), candidates.end(), i) == candidates.end())
+          candidates.push_back(i);
+      }
+  }
   for (uint32_t i = 0; i < s.memory.memoryTypeCount; ++i)
     if ((requirements.memoryTypeBits & (1u << i)) &&
-        (s.memory.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+        (s.memory.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) &&
+        std::find(candidates.begin(), candidates.end(), i) == candidates.end())
       candidates.push_back(i);
   if (candidates.empty())
     for (uint32_t i = 0; i < s.memory.memoryTypeCount; ++i)
@@ -1141,6 +1168,58 @@ std::vector<uint64_t> Context::readTimestamps(uint32_t count) {
     nanoseconds[i] = uint64_t((long double)(raw[2 * i] & validMask) * info_.timestampPeriodNs + 0.5L);
   }
   return nanoseconds;
+}
+
+
+
+// ---------------------------------------------------------------------------------------------------------
+// Reusable command buffers
+
+VkCommandBuffer Context::beginReusableCommands() {
+  Impl &s = *impl_;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  VkCommandBufferAllocateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  info.commandPool = s.commandPool;
+  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  info.commandBufferCount = 1;
+  check(vkAllocateCommandBuffers(s.device, &info, &cmd), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo begin{};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  VkResult result = vkBeginCommandBuffer(cmd, &begin);
+  if (result != VK_SUCCESS) {
+    vkFreeCommandBuffers(s.device, s.commandPool, 1, &cmd);
+    throw VulkanError("vkBeginCommandBuffer", result);
+  }
+  return cmd;
+}
+
+void Context::endCommands(VkCommandBuffer cmd) {
+  VkMemoryBarrier toHost{};
+  toHost.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  toHost.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
+  check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+}
+
+void Context::submitRecorded(VkCommandBuffer cmd) {
+  Impl &s = *impl_;
+  check(vkResetFences(s.device, 1, &s.fence), "vkResetFences");
+  VkSubmitInfo submit{};
+  submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cmd;
+  check(vkQueueSubmit(s.queue, 1, &submit, s.fence), "vkQueueSubmit");
+  VkResult result = vkWaitForFences(s.device, 1, &s.fence, VK_TRUE, kFenceTimeoutSeconds * 1000000000ull);
+  if (result == VK_TIMEOUT)
+    throw VulkanError("GPU did not finish within " + std::to_string(kFenceTimeoutSeconds) + " s");
+  check(result, "vkWaitForFences");
+}
+
+void Context::freeCommands(VkCommandBuffer cmd) {
+  if (cmd) vkFreeCommandBuffers(impl_->device, impl_->commandPool, 1, &cmd);
 }
 
 } // namespace gerbil::vk

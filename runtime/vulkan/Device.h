@@ -75,6 +75,8 @@ public:
   ~Buffer();
   VkBuffer handle() const { return buffer_; }
   uint64_t size() const { return size_; }
+  // The host mapping of a host-visible buffer, else nullptr.
+  void *mappedData() const { return mapped_; }
 
 private:
   friend class Context;
@@ -112,7 +114,9 @@ public:
   const DeviceInfo &info() const { return info_; }
   VkDevice device() const { return device_; }
 
-  Buffer createBuffer(uint64_t bytes, const std::string &what);
+  // hostVisible: memory the host maps (small per-step inputs written without a staging copy); device-local
+  // host-visible memory is preferred where the device has it.
+  Buffer createBuffer(uint64_t bytes, const std::string &what, bool hostVisible = false);
   // Host <-> device copies through a staging buffer; they wait until done.
   void upload(Buffer &dst, uint64_t offset, const void *data, uint64_t bytes);
   void download(const Buffer &src, uint64_t offset, void *data, uint64_t bytes);
@@ -133,6 +137,13 @@ public:
   void computeBarrier(VkCommandBuffer cmd);
   void submitAndWait(VkCommandBuffer cmd);
 
+  // A command buffer recorded once and submitted many times (decode steps): begin, record, end once; then
+  // submitRecorded as often as needed; freeCommands when done.
+  VkCommandBuffer beginReusableCommands();
+  void endCommands(VkCommandBuffer cmd);
+  void submitRecorded(VkCommandBuffer cmd);
+  void freeCommands(VkCommandBuffer cmd);
+
   // Timestamps: a query pool of `count` slots, reset it in a command buffer, write, read after submit.
   void resetTimestamps(VkCommandBuffer cmd, uint32_t count);
   void writeTimestamp(VkCommandBuffer cmd, uint32_t slot);
@@ -152,5 +163,12 @@ private:
   DeviceInfo info_;
   VkDevice device_ = VK_NULL_HANDLE;
 };
+
+// Throws VulkanError("vulkan validation reported N errors") when the validation layer was on for `ctx` and
+// reported errors for it (gerbil-exec turns that into exit code 4). Call it once the work is done, while the
+// context is alive; the overload without a context checks every context of the process, including what was
+// reported while one was destroyed (leaked objects), and is the one to call after the last context is gone.
+void throwIfValidationFailed(const Context &ctx);
+void throwIfValidationFailed();
 
 } // namespace gerbil::vk

@@ -12,8 +12,9 @@ int main(int argc, char **argv) {
   bool list = false, stats = false;
   app.add_option("config", options.configPath, "The model's config.json");
   app.add_option("-o,--output", options.outputPath, "Output file (the plan, or the MLIR with --emit=mlir*)");
-  app.add_option("--emit", options.emit, "What to write: plan, mlir (after generation), mlir-opt (after the passes)")
-      ->check(CLI::IsMember({"plan", "mlir", "mlir-opt"}));
+  app.add_option("--emit", options.emit,
+                 "What to write: plan, mlir (after generation), mlir-opt (after the passes), glsl (the kernels)")
+      ->check(CLI::IsMember({"plan", "mlir", "mlir-opt", "glsl"}));
   app.add_option("--dtype", options.weightDtype, "Device dtype of the weight matrices")
       ->check(CLI::IsMember({"f32", "f16"}));
   app.add_option("--max-seq", options.maxSequence, "KV cache length (default: min(max_position_embeddings, 2048))")

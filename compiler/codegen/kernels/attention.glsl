@@ -8,7 +8,7 @@ const uint DIMS_PER_INVOCATION = (HEAD_DIM + WORKGROUP - 1) / WORKGROUP;
 void main() {
   uint head = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   uint kvHead = head / (HEADS / KV_HEADS);
-  uint position = step_.start_position + t;
+  uint position = state_.position + t;
   uint first = (WINDOW > 0 && position + 1 > WINDOW) ? position + 1 - WINDOW : 0;
   uint qBase = t * HEADS * HEAD_DIM + head * HEAD_DIM;
   for (uint d = tid; d < HEAD_DIM; d += WORKGROUP) query_[d] = load_q(qBase + d) * SCALE;

@@ -1,7 +1,8 @@
-// Shared by every kernel: the step's push constants and workgroup reductions.
+// Shared by every kernel: the step's push constants and workgroup reductions. The position of the step's
+// first token is in the state buffer (state_.position), declared with the bindings.
 layout(push_constant) uniform Step {
-  uint tokens;          // T of this step
-  uint start_position;  // position of its first token
+  uint tokens;  // T of this step
+  uint unused;
 } step_;
 
 #ifdef NEEDS_REDUCTION

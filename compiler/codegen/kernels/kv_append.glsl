@@ -2,7 +2,7 @@
 // layer is [kv head][position][head dim] (LHSd, SEQ positions). Grid (T, 1, 1).
 void main() {
   uint t = gl_WorkGroupID.x;
-  uint position = step_.start_position + t;
+  uint position = state_.position + t;
   for (uint i = gl_LocalInvocationID.x; i < KV_HEADS * HEAD_DIM; i += WORKGROUP) {
     uint slot = ((i / HEAD_DIM) * SEQ + position) * HEAD_DIM + i % HEAD_DIM;
     store_k_cache(slot, load_k(t * KV_HEADS * HEAD_DIM + i));

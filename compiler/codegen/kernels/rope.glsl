@@ -5,7 +5,7 @@ const float INV_FREQ[ROTARY_DIM / 2] = float[](INV_FREQ_VALUES);
 
 void main() {
   uint t = gl_WorkGroupID.x;
-  float position = float(step_.start_position + t);
+  float position = float(state_.position + t);
   for (uint i = gl_LocalInvocationID.x; i < HEADS * HEAD_DIM; i += WORKGROUP) {
     uint base = t * HEADS * HEAD_DIM + (i / HEAD_DIM) * HEAD_DIM;
     uint d = i % HEAD_DIM;

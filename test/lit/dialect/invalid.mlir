@@ -90,3 +90,11 @@ gerbil.weight @sliced : tensor<4x8xf32> {keys = ["w"], slice = array<i64: 0, 2, 
 
 // expected-error @+1 {{needs at least one checkpoint key}}
 gerbil.weight @keyless : tensor<4xf32> {keys = []}
+
+// -----
+
+func.func @argmax(%l: tensor<?x16xf32>) -> tensor<2xi32> {
+  // expected-error @+1 {{gives one token: tensor<1xi32>}}
+  %t = gerbil.argmax %l : tensor<?x16xf32> -> tensor<2xi32>
+  return %t : tensor<2xi32>
+}

@@ -15,12 +15,13 @@
 // CHECK: gerbil.silu
 // CHECK: gerbil.mul
 // CHECK: gerbil.add
+// CHECK: gerbil.argmax %{{.*}} : tensor<?x16xf32> -> tensor<1xi32>
 module {
   gerbil.weight @"embed_tokens.weight" : tensor<16x8xf32> {keys = ["model.embed_tokens.weight"]}
   gerbil.weight @"q.weight" : tensor<8x8xf32> {keys = ["q"], transpose, slice = array<i64: 0, 8, 8>}
   gerbil.weight @"norm.weight" : tensor<8xf32> {keys = ["norm"]}
   gerbil.kv_cache @kv0 {layer = 0 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64}
-  func.func @forward(%ids: tensor<?xi32>, %pos: index) -> tensor<?x16xf32> {
+  func.func @forward(%ids: tensor<?xi32>, %pos: index) -> (tensor<?x16xf32>, tensor<1xi32>) {
     %e = gerbil.weight_ref @"embed_tokens.weight" : tensor<16x8xf32>
     %q = gerbil.weight_ref @"q.weight" : tensor<8x8xf32>
     %nw = gerbil.weight_ref @"norm.weight" : tensor<8xf32>
@@ -34,6 +35,7 @@ module {
     %m = gerbil.mul %s, %a : tensor<?x8xf32>
     %o = gerbil.add %m, %h : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
     %l = gerbil.matmul %o, %e : (tensor<?x8xf32>, tensor<16x8xf32>) -> tensor<?x16xf32>
-    return %l : tensor<?x16xf32>
+    %t = gerbil.argmax %l : tensor<?x16xf32> -> tensor<1xi32>
+    return %l, %t : tensor<?x16xf32>, tensor<1xi32>
   }
 }

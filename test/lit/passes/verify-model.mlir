@@ -13,7 +13,7 @@ module {
 // -----
 
 module {
-  // expected-error @+1 {{@forward must be (tensor<?xi32>, index) -> tensor<?xVxf32>}}
+  // expected-error @+1 {{@forward must be (tensor<?xi32>, index) -> (tensor<?xVxf32>[, tensor<1xi32>])}}
   func.func @forward(%ids: tensor<?xi32>) -> tensor<?xi32> {
     return %ids : tensor<?xi32>
   }

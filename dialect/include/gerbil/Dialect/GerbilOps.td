@@ -161,6 +161,18 @@ def Gerbil_AttentionOp : Gerbil_Op<"attention",
   let hasVerifier = 1;
 }
 
+def Gerbil_ArgmaxOp : Gerbil_Op<"argmax", [Pure]> {
+  let summary = "The greedy next token: the index of the largest logit of the last row";
+  let description = [{
+    Ties go to the lowest index, as torch.argmax. On the GPU this is what lets decode steps follow each
+    other without the host: the token becomes the next step's input.
+  }];
+  let arguments = (ins Gerbil_Activation:$logits);
+  let results = (outs TensorRankOf<[I32], [1]>:$token);
+  let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($token)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Dispatches: one kernel launch each
 //===----------------------------------------------------------------------===//
@@ -171,10 +183,12 @@ def Gerbil_DispatchOp : Gerbil_Op<"dispatch",
   let description = [{
     `kernel` names the kernel family, `grid` gives the workgroup counts as an affine map of the token count
     T (the one symbol), `workgroup` the workgroup size. The body's block arguments are the operands.
+    `decode_grid`, where present, is the grid of the kernel's one-token variant, which decode steps run.
     Memory planning sets `arena_offsets`: where each result lives in the activation arena.
   }];
   let arguments = (ins Variadic<AnyType>:$operands, StrAttr:$kernel, AffineMapAttr:$grid,
-                       DenseI64ArrayAttr:$workgroup, OptionalAttr<DenseI64ArrayAttr>:$arena_offsets);
+                       DenseI64ArrayAttr:$workgroup, OptionalAttr<DenseI64ArrayAttr>:$arena_offsets,
+                       OptionalAttr<AffineMapAttr>:$decode_grid);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine in one call (see bench/README.md): checks the fixtures against transformers'
+# references, benchmarks gerbil on real-size configs with random f16 weights, runs transformers on the same
+# configs and measures copy bandwidth. Everything it needs was put into .device/ by bench/prepare.sh.
+# Results go to $OUT (one results.tgz).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+D=.device
+OUT=${OUT:-/tmp/gerbil-bench-out}
+R=/tmp/results
+mkdir -p "$OUT" "$R"
+for f in $D/gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } > $R/machine.txt
+$D/bin/gerbil-exec --list-devices --json > $R/devices.json 2>&1
+
+CHECK_OUT=$R/fixtures.json python3 bench/check_fixtures.py $D/bin $D/plans test/fixtures/models/* > $R/fixtures.txt 2>&1
+if [ -f $D/specs/stablelm.json ]; then
+  python3 $D/make_reference.py --spec $D/specs/stablelm.json --out /tmp/newfixtures > $R/make_reference.txt 2>&1
+  tar czf "$OUT/new-fixtures.tgz" -C /tmp/newfixtures .
+fi
+
+for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
+  [ -f $D/plans/$model.plan ] || continue
+  $D/bin/gerbil-random-weights $D/plans/$model.plan -o /tmp/weights/$model --dtype f16 > $R/$model.weights.txt 2>&1
+  timeout 300 $D/bin/gerbil-bench $D/plans/$model.plan --weights /tmp/weights/$model --profile --json \
+    > $R/$model.gerbil.json 2> $R/$model.gerbil.err
+  rm -rf /tmp/weights/$model
+done
+if [ -z "${SKIP_TRANSFORMERS:-}" ]; then
+  configs=""
+  for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do configs="$configs test/fixtures/configs/$model.json"; done
+  timeout 400 python3 bench/transformers_baseline.py $configs > $R/transformers.json 2> $R/transformers.err
+fi
+tar czf "$OUT/results.tgz" -C $R .
+ls -la $R

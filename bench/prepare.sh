@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Here (the build machine): builds gerbil and fills the ignored .device/ folder with what bench/device.sh
+# needs on the GPU machine: the runtime tools, the plans (compiled here: the GPU machine has no MLIR), the
+# Vulkan loader packages and the new-fixture specs. Then: device run with carry [".device"], command
+# "bash bench/device.sh"; and bench/report.py turns the results into BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+cmake --build "$build" --target gerbilc gerbil-exec gerbil-bench gerbil-random-weights
+D=.device
+mkdir -p $D/bin $D/plans $D/gl $D/specs
+cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights} $D/bin/
+for fixture in test/fixtures/models/*/; do
+  name=$(basename "$fixture")
+  for dtype in f32 f16; do "$build"/bin/gerbilc "$fixture/config.json" -o $D/plans/$name.$dtype.plan --dtype $dtype; done
+done
+for model in qwen2.5-0.5b llama-3.2-1b llama-3-8b; do
+  "$build"/bin/gerbilc test/fixtures/configs/$model.json -o $D/plans/$model.plan --dtype f16 --max-seq 1024 \
+    --prefill-chunk 512 ${GERBILC_FLAGS:-}
+done
+if [ -z "$(ls $D/gl/*.deb 2>/dev/null)" ]; then
+  o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+  mkdir -p /tmp/amd64/partial
+  apt-get $o update -q
+  (cd $D/gl && apt-get $o download libvulkan1 libglvnd0 libglx0 libegl1 libopengl0 libgl1 libgles2)
+fi
+cp test/fixtures/specs/*.json $D/specs/ 2>/dev/null || true
+[ -f $D/make_reference.py ] || cp ../shared/tools/make_reference.py $D/ 2>/dev/null || true
+du -sh $D

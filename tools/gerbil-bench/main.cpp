@@ -1,0 +1,160 @@
+// gerbil-bench: prefill and decode speed of a plan on a Vulkan device, and per-kernel GPU times.
+//   prefill: one step over a --prefill-tokens prompt (default 512)
+//   decode:  --decode-tokens greedy tokens (default 128) after a --prompt-tokens prompt (default 128)
+// Weights are read like gerbil-exec does; random ones (gerbil-random-weights) measure the same speed.
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/Generation.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::vector<int32_t> promptOf(size_t n, int64_t vocab) {
+  std::vector<int32_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % static_cast<size_t>(vocab));
+  return ids;
+}
+
+// Kernel family of a dispatch label: "layers.3.attn.q_proj" -> "attn.q_proj".
+std::string family(const std::string &label) {
+  if (label.rfind("layers.", 0) == 0) {
+    size_t dot = label.find('.', 7);
+    if (dot != std::string::npos) return label.substr(dot + 1);
+  }
+  return label;
+}
+
+nlohmann::json profile(gerbil::exec::Executor &executor, const gerbil::plan::Plan &plan,
+                       const std::vector<gerbil::plan::Dispatch> &schedule, const std::vector<int32_t> &tokens) {
+  executor.setProfiling(true);
+  executor.step(tokens, gerbil::exec::Logits::None);
+  executor.setProfiling(false);
+  std::map<std::string, std::pair<double, int>> byFamily;
+  const auto &ms = executor.lastDispatchMs();
+  for (size_t i = 0; i < ms.size() && i < schedule.size(); ++i) {
+    auto &entry = byFamily[family(schedule[i].label)];
+    entry.first += ms[i];
+    entry.second += 1;
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto &[name, value] : byFamily)
+    rows.push_back({{"kernel", name}, {"ms", value.first}, {"dispatches", value.second}});
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) { return a["ms"] > b["ms"]; });
+  (void)plan;
+  return rows;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"gerbil-bench: prefill and decode speed of a gerbil plan on a Vulkan device."};
+  std::string planPath, weightsDir;
+  size_t prefillTokens = 512, promptTokens = 128, decodeTokens = 128;
+  int repeats = 3, device = -1;
+  bool json = false, withProfile = false;
+  app.add_option("plan", planPath, "The plan")->required();
+  app.add_option("--weights", weightsDir, "Checkpoint folder (default: the compiled config's folder)");
+  app.add_option("--prefill-tokens", prefillTokens, "Prompt length of the prefill measurement");
+  app.add_option("--prompt-tokens", promptTokens, "Prompt length before the decode measurement");
+  app.add_option("--decode-tokens", decodeTokens, "Tokens decoded in the decode measurement");
+  app.add_option("--repeats", repeats, "Runs of each measurement (the best is reported)");
+  app.add_option("--device", device, "Vulkan device index");
+  app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
+  app.add_flag("--json", json, "Print one JSON object");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    gerbil::plan::Plan plan = gerbil::plan::readFile(planPath);
+    if (weightsDir.empty()) weightsDir = std::filesystem::path(plan.model.configPath).parent_path().string();
+    auto checkpoint = gerbil::weights::Checkpoint::open(weightsDir);
+    gerbil::exec::checkCheckpoint(plan, checkpoint);
+    gerbil::vk::ContextOptions options;
+    options.deviceIndex = device;
+    gerbil::vk::Context context(options);
+    gerbil::exec::checkDevice(plan, context.info());
+    auto loadStart = Clock::now();
+    auto weights = gerbil::exec::uploadWeights(context, plan, checkpoint, {});
+    double loadMs = msSince(loadStart);
+    uint64_t weightBytes = weights.bytes;
+    gerbil::exec::Executor executor(context, plan, std::move(weights));
+    const int64_t vocab = plan.model.vocabSize;
+    prefillTokens = std::min<size_t>(prefillTokens, plan.limits.prefillChunk);
+
+    // Prefill: the best of `repeats` single-step prompts, after one warm-up.
+    std::vector<int32_t> prefillPrompt = promptOf(prefillTokens, vocab);
+    double prefillMs = 1e30, prefillGpuMs = 1e30;
+    for (int r = 0; r <= repeats; ++r) {
+      executor.reset();
+      auto start = Clock::now();
+      executor.step(prefillPrompt, gerbil::exec::Logits::None);
+      double ms = msSince(start);
+      if (r > 0) prefillMs = std::min(prefillMs, ms), prefillGpuMs = std::min(prefillGpuMs, executor.lastStepGpuMs());
+    }
+
+    // Decode: greedy tokens after a prompt through the generation loop users run (GPU argmax and replayed
+    // command buffers where the plan has them); wall-clock time per token, host waits included.
+    std::vector<int32_t> prompt = promptOf(promptTokens, vocab);
+    double decodeMs = 1e30;
+    for (int r = 0; r <= std::max(1, repeats - 1); ++r) {
+      executor.reset();
+      gerbil::exec::GenerationOptions generation;
+      generation.maxNewTokens = static_cast<int64_t>(decodeTokens) + 1;  // the first comes from the prefill
+      gerbil::exec::GenerationResult out = gerbil::exec::generate(executor, prompt, generation);
+      if (r > 0) decodeMs = std::min(decodeMs, out.decodeMs);
+    }
+    double msPerToken = decodeMs / decodeTokens;
+    nlohmann::json result = {
+        {"plan", planPath},
+        {"device", context.info().name},
+        {"driver", context.info().driver},
+        {"architecture", plan.model.architecture},
+        {"weight_bytes", weightBytes},
+        {"load_ms", loadMs},
+        {"dispatches_per_decode_token", plan.decode.size()},
+        {"prefill", {{"tokens", prefillTokens}, {"ms", prefillMs}, {"gpu_ms", prefillGpuMs},
+                     {"tokens_per_s", prefillTokens / (prefillMs / 1000)}}},
+        {"decode", {{"prompt_tokens", promptTokens}, {"tokens", decodeTokens}, {"ms_per_token", msPerToken},
+                    {"tokens_per_s", 1000.0 / msPerToken},
+                    {"weight_gb_per_s", weightBytes / (msPerToken / 1000) / 1e9}}}};
+    if (withProfile) {
+      executor.reset();
+      result["profile_prefill"] = profile(executor, plan, plan.prefill, prefillPrompt);
+      executor.reset();
+      executor.step(prompt, gerbil::exec::Logits::None);
+      result["profile_decode"] = profile(executor, plan, plan.decode, {1});
+    }
+    if (json) {
+      std::cout << result.dump(1) << "\n";
+    } else {
+      std::printf("%s on %s\n", plan.model.architecture.c_str(), context.info().name.c_str());
+      std::printf("prefill %zu tokens: %.2f ms (%.0f tokens/s)\n", prefillTokens, prefillMs,
+                  prefillTokens / (prefillMs / 1000));
+      std::printf("decode %zu tokens after %zu: %.3f ms/token, %.1f tokens/s, %.0f GB/s of weights\n", decodeTokens,
+                  promptTokens, msPerToken, 1000.0 / msPerToken, weightBytes / (msPerToken / 1000) / 1e9);
+      if (withProfile)
+        for (const char *key : {"profile_decode", "profile_prefill"}) {
+          std::printf("%s:\n", key);
+          for (const auto &row : result[key])
+            std::printf("  %-28s %8.3f ms  (%d dispatches)\n", row["kernel"].get<std::string>().c_str(),
+                        row["ms"].get<double>(), row["dispatches"].get<int>());
+        }
+    }
+    return 0;
+  } catch (const std::exception &e) {
+    std::cerr << "gerbil-bench: error: " << e.what() << "\n";
+    return 3;
+  }
+}

@@ -1,0 +1,116 @@
+// gerbil-random-weights: writes a safetensors checkpoint of random weights for every tensor a plan reads,
+// so real-size models can be benchmarked without downloading them (speed does not depend on the values).
+#include "runtime/plan/Plan.h"
+#include "runtime/weights/Safetensors.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+namespace {
+
+struct SourceTensor {
+  std::vector<int64_t> shape;  // as stored in the checkpoint
+};
+
+// The checkpoint shape of each source tensor: fused tensors are the union of their slices; Conv1D ones
+// are stored transposed.
+std::map<std::string, SourceTensor> sourceTensors(const gerbil::plan::Plan &plan) {
+  std::map<std::string, SourceTensor> sources;
+  for (const auto &w : plan.weights) {
+    std::vector<int64_t> shape = w.shape;
+    if (w.sliceDim >= 0) shape[w.sliceDim] = w.sliceStart + w.sliceLength;
+    if (w.transpose && shape.size() == 2) std::swap(shape[0], shape[1]);
+    auto [it, inserted] = sources.emplace(w.sourceKeys.front(), SourceTensor{shape});
+    if (!inserted) {
+      int dim = w.transpose && w.sliceDim >= 0 ? 1 - w.sliceDim : w.sliceDim;
+      if (dim >= 0) it->second.shape[dim] = std::max(it->second.shape[dim], shape[dim]);
+    }
+  }
+  return sources;
+}
+
+// Fast deterministic values around N(0, 0.02): speed, not statistics, matters here.
+struct Random {
+  uint64_t state;
+  float next() {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return (static_cast<float>(state >> 40) / 16777216.0f - 0.5f) * 0.07f;
+  }
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"gerbil-random-weights: a random safetensors checkpoint for a plan's weights (for benchmarks)."};
+  std::string planPath, outDir, dtype = "f16";
+  uint64_t seed = 1;
+  app.add_option("plan", planPath, "The plan (from gerbilc)")->required();
+  app.add_option("-o,--output", outDir, "Folder to write model.safetensors into")->required();
+  app.add_option("--dtype", dtype, "Checkpoint dtype")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app.add_option("--seed", seed, "Seed");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    gerbil::plan::Plan plan = gerbil::plan::readFile(planPath);
+    auto sources = sourceTensors(plan);
+    const size_t elementBytes = dtype == "f32" ? 4 : 2;
+    const char *dtypeName = dtype == "f32" ? "F32" : dtype == "f16" ? "F16" : "BF16";
+    nlohmann::json header = nlohmann::json::object();
+    uint64_t offset = 0;
+    for (const auto &[name, t] : sources) {
+      uint64_t bytes = elementBytes;
+      for (int64_t d : t.shape) bytes *= static_cast<uint64_t>(d);
+      header[name] = {{"dtype", dtypeName}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+      offset += bytes;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    std::filesystem::create_directories(outDir);
+    std::string path = (std::filesystem::path(outDir) / "model.safetensors").string();
+    std::ofstream out(path, std::ios::binary);
+    uint64_t headerSize = text.size();
+    out.write(reinterpret_cast<const char *>(&headerSize), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    Random random{seed * 0x9E3779B97F4A7C15ull + 1};
+    std::vector<uint8_t> chunk(64 << 20);
+    uint64_t written = 0;
+    for (const auto &[name, t] : sources) {
+      uint64_t count = 1;
+      for (int64_t d : t.shape) count *= static_cast<uint64_t>(d);
+      for (uint64_t done = 0; done < count;) {
+        uint64_t n = std::min<uint64_t>(count - done, chunk.size() / elementBytes);
+        for (uint64_t i = 0; i < n; ++i) {
+          float v = random.next();
+          if (elementBytes == 4) std::memcpy(&chunk[i * 4], &v, 4);
+          else {
+            uint16_t h;
+            if (dtype == "f16") h = gerbil::weights::floatToHalf(v);
+            else {
+              uint32_t bits;
+              std::memcpy(&bits, &v, 4);
+              h = static_cast<uint16_t>(bits >> 16);
+            }
+            std::memcpy(&chunk[i * 2], &h, 2);
+          }
+        }
+        out.write(reinterpret_cast<const char *>(chunk.data()), static_cast<std::streamsize>(n * elementBytes));
+        done += n;
+      }
+      written += count * elementBytes;
+    }
+    std::filesystem::path config = std::filesystem::path(outDir) / "config.json";
+    if (!plan.model.configJson.empty()) std::ofstream(config) << plan.model.configJson;
+    if (!out) throw gerbil::plan::PlanError(path + ": write failed");
+    std::fprintf(stderr, "wrote %zu tensors, %.2f GB, to %s\n", sources.size(), written / 1e9, path.c_str());
+    return 0;
+  } catch (const std::exception &e) {
+    std::cerr << "gerbil-random-weights: error: " << e.what() << "\n";
+    return 3;
+  }
+}
