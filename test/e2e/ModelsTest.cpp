@@ -140,7 +140,7 @@ TEST_P(ModelTest, F16KeepsGreedyTokens) { checkAgainstReference("f16", 0.1); }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelTest,
                          ::testing::Values("llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "qwen3-tiny", "mistral-tiny",
-                                           "phi3-tiny", "gpt2-tiny", "smollm-tiny"),
+                                           "phi3-tiny", "gpt2-tiny", "smollm-tiny", "stablelm-tiny"),
                          [](const auto &info) {
                            std::string name = info.param;
                            for (char &c : name)
