@@ -11,6 +11,8 @@ R=/tmp/results
 mkdir -p "$OUT" "$R"
 for f in $D/gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
+# Shared libraries of the tools that the GPU machine lacks (bench/prepare.sh copies them).
+export LD_LIBRARY_PATH=$PWD/$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } > $R/machine.txt

@@ -10,6 +10,9 @@ cmake --build "$build" --target gerbilc gerbil-exec gerbil-bench gerbil-random-w
 D=.device
 mkdir -p $D/bin $D/plans $D/gl $D/specs
 cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights} $D/bin/
+# The runtime's shared libraries beyond glibc and libstdc++ (the GPU machine has no Debian packages of them).
+mkdir -p $D/lib
+for lib in $(ldd $D/bin/gerbil-exec | awk '/libutf8proc|libpcre2/ {print $3}'); do cp -L "$lib" $D/lib/; done
 for fixture in test/fixtures/models/*/; do
   name=$(basename "$fixture")
   for dtype in f32 f16; do "$build"/bin/gerbilc "$fixture/config.json" -o $D/plans/$name.$dtype.plan --dtype $dtype; done

@@ -226,26 +226,36 @@ private:
           bind("result", Access::Write, result);
           k.source.needsReduction = true;
         })
-        .Case<gd::MatMulOp>([&](gd::MatMulOp m) {
-          define("K", uintValue(rowWidth(m.getInput())));
-          define("N", uintValue(rowWidth(m.getResult())));
+        .Case<gd::MatMulOp, gd::LinearOp>([&](Operation *m) {
+          // matmul, or linear with an RMSNorm prologue and/or a residual epilogue: one template each for
+          // prefill (matmul.glsl) and the one-token decode variant (gemv.glsl).
+          auto linear = dyn_cast<gd::LinearOp>(m);
+          bool norm = linear && linear.getNorm(), residual = linear && linear.getResidual();
+          define("K", uintValue(rowWidth(m->getOperand(0))));
+          define("N", uintValue(rowWidth(m->getResult(0))));
+          define("NORM_PROLOGUE", norm ? "1" : "0");
+          define("RESIDUAL", residual ? "1" : "0");
+          if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
+          k.source.templateFile = decode ? "gemv.glsl" : "matmul.glsl";
           if (decode) {
-            k.source.templateFile = "gemv.glsl";
             plan::DType w = operandDType(dispatch.getOperand(1));  // the body sees block arguments
             define("ROWS", uintValue(gd::kGemvRows));
             define("W_PACKED16", w == plan::DType::F32 ? "0" : "1");
             define("W_BF16", w == plan::DType::BF16 ? "1" : "0");
-            bind("x", Access::Read, operand(0));
-            bind("w", Access::Read, operand(1));
-            bind("result", Access::Write, result);
-            k.source.bindings[0].vec4View = k.source.bindings[1].vec4View = true;
-            return;
+          } else {
+            define("ROWS", uintValue(gd::kMatMulRows));
+            define("TOKENS", uintValue(gd::kMatMulTokens));
           }
-          define("ROWS", uintValue(gd::kMatMulRows));
-          define("TOKENS", uintValue(gd::kMatMulTokens));
           bind("x", Access::Read, operand(0));
           bind("w", Access::Read, operand(1));
+          // Operand order of gerbil.linear: input, weight, [norm], [residual].
+          unsigned next = 2;
+          if (norm) bind("g", Access::Read, operand(next++));
+          if (residual) bind("residual", Access::Read, operand(next++));
           bind("result", Access::Write, result);
+          if (decode)
+            for (auto &b : k.source.bindings)
+              if (b.name == "x" || b.name == "w" || b.name == "g") b.vec4View = true;
         })
         .Case<gd::AddOp, gd::MulOp>([&](Operation *e) {
           k.source.templateFile = "elementwise.glsl";

@@ -140,6 +140,24 @@ LogicalResult MatMulOp::verify() {
   return sameRows(*this, getInput(), getResult());
 }
 
+LogicalResult LinearOp::verify() {
+  auto k = rowSize(*this, getInput(), "input");
+  auto n = rowSize(*this, getResult(), "result");
+  if (failed(k) || failed(n)) return failure();
+  auto weight = rankedType(getWeight());
+  if (weight.getRank() != 2 || weight.getDimSize(1) != *k || weight.getDimSize(0) != *n)
+    return emitOpError() << "weight " << getWeight().getType() << " does not map rows of " << *k << " to " << *n;
+  if (getNorm()) {
+    auto norm = rankedType(getNorm());
+    if (norm.getRank() != 1 || norm.getDimSize(0) != *k)
+      return emitOpError() << "norm weight " << getNorm().getType() << " does not match rows of " << *k;
+    if (!getEps() || getEps()->convertToDouble() <= 0) return emitOpError() << "a norm prologue needs a positive eps";
+  }
+  if (getResidual() && getResidual().getType() != getResult().getType())
+    return emitOpError() << "residual " << getResidual().getType() << " must have the result's type";
+  return sameRows(*this, getInput(), getResult());
+}
+
 LogicalResult AddOp::verify() {
   auto n = rowSize(*this, getLhs(), "lhs");
   if (failed(n)) return failure();

@@ -14,7 +14,7 @@ int64_t rowWidth(Value v) { return llvm::cast<RankedTensorType>(v.getType()).get
 
 KernelChoice choice(MLIRContext *ctx, StringRef kernel, int64_t wg, AffineExpr x, AffineExpr y) {
   AffineExpr one = getAffineConstantExpr(1, ctx);
-  return {kernel.str(), {wg, 1, 1}, AffineMap::get(0, 1, {x, y, one}, ctx)};
+  return {kernel.str(), {wg, 1, 1}, AffineMap::get(0, 1, {x, y, one}, ctx), std::nullopt};
 }
 
 } // namespace
@@ -34,10 +34,10 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op) {
         return choice(ctx, "rms_norm", 64, constant(groups), tokens);
       })
       .Case<LayerNormOp>([&](auto) { return choice(ctx, "layer_norm", 64, tokens, constant(1)); })
-      .Case<MatMulOp>([&](MatMulOp mm) {
-        int64_t n = rowWidth(mm.getResult()), k = rowWidth(mm.getInput());
-        KernelChoice c =
-            choice(ctx, "matmul", 64, constant(ceilDiv(n, kMatMulRows)), tokens.ceilDiv(kMatMulTokens));
+      .Case<MatMulOp, LinearOp>([&](Operation *mm) {
+        int64_t n = rowWidth(mm->getResult(0)), k = rowWidth(mm->getOperand(0));
+        KernelChoice c = choice(ctx, isa<LinearOp>(mm) ? "linear" : "matmul", 64, constant(ceilDiv(n, kMatMulRows)),
+                                tokens.ceilDiv(kMatMulTokens));
         if (k % kGemvLoad == 0)
           c.decodeGrid = AffineMap::get(0, 1, {constant(ceilDiv(n, kGemvRows)), constant(1), constant(1)}, ctx);
         return c;

@@ -196,7 +196,7 @@ std::pair<std::string, std::vector<uint8_t>> split(const std::vector<uint8_t> &f
 
 // Builds a plan file by hand, with a correct checksum, so that the manifest checks are reached.
 std::vector<uint8_t> forge(const std::string &manifest, const std::vector<uint8_t> &blob,
-                           uint32_t version = 1) {
+                           uint32_t version = kFormatVersion) {
   std::vector<uint8_t> out(kMagic, kMagic + 8);
   for (int i = 0; i < 4; ++i) out.push_back(uint8_t(version >> (8 * i)));
   for (int i = 0; i < 4; ++i) out.push_back(0);
@@ -327,7 +327,7 @@ TEST(Plan, WrongVersionMessage) {
   auto [manifest, blob] = split(serialize(makePlan()));
   std::vector<uint8_t> bytes = forge(manifest, blob, 7);
   EXPECT_EQ(errorOf([&] { deserialize(bytes.data(), bytes.size(), "plan.bin"); }),
-            "plan.bin: format version 7, this gerbil reads version 1: recompile with this gerbilc");
+            "plan.bin: format version 7, this gerbil reads version " + std::to_string(kFormatVersion) + ": recompile with this gerbilc");
   // The version is checked before the checksum: an old file gets the useful message, not "corrupt".
   bytes[bytes.size() - 1] ^= 1;
   EXPECT_NE(errorOf([&] { deserialize(bytes.data(), bytes.size(), "plan.bin"); }).find("format version 7"),

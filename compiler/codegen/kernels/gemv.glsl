@@ -1,7 +1,7 @@
 // The one-token form of matmul that decode steps run: result[n] = x · w[n]. Reading the weights is the
 // whole cost, so every load takes 16 bytes (8 f16/bf16 or 4 f32 weights) and consecutive invocations read
 // consecutive bytes of a row. Each workgroup computes ROWS rows and reduces in shared memory.
-// Grid (ceil(N / ROWS), 1, 1).
+// Grid (ceil(N / ROWS), 1, 1). NORM_PROLOGUE and RESIDUAL as in matmul.glsl.
 shared float partial_[ROWS][WORKGROUP];
 
 #if W_PACKED16
@@ -28,13 +28,28 @@ void main() {
   float acc[ROWS];
   [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
 
+#if NORM_PROLOGUE
+  float sum = 0.0;
+  for (uint k = tid; k < K / 4; k += WORKGROUP) sum += dot(x_v4[k], x_v4[k]);
+  partial_[0][tid] = sum;
+  barrier();
+  for (uint s = WORKGROUP / 2; s > 0; s >>= 1) {
+    if (tid < s) partial_[0][tid] += partial_[0][tid + s];
+    barrier();
+  }
+  float scale = inversesqrt(partial_[0][0] / float(K) + EPS);
+  barrier();
+#define NORMED(i) (x_v4[i] * (scale * g_v4[i]))
+#else
+#define NORMED(i) x_v4[i]
+#endif
   for (uint k = tid; k < K / PER_LOAD; k += WORKGROUP) {
 #if W_PACKED16
-    vec4 xa = x_v4[2 * k], xb = x_v4[2 * k + 1];
+    vec4 xa = NORMED(2 * k), xb = NORMED(2 * k + 1);
     [[unroll]] for (uint r = 0; r < ROWS; ++r)
       if (row0 + r < N) acc[r] += dot8(w_v4[(row0 + r) * (K / 8) + k], xa, xb);
 #else
-    vec4 xs = x_v4[k];
+    vec4 xs = NORMED(k);
     [[unroll]] for (uint r = 0; r < ROWS; ++r)
       if (row0 + r < N) acc[r] += dot(w_v4[(row0 + r) * (K / 4) + k], xs);
 #endif
@@ -46,5 +61,9 @@ void main() {
       [[unroll]] for (uint r = 0; r < ROWS; ++r) partial_[r][tid] += partial_[r][tid + s];
     barrier();
   }
+#if RESIDUAL
+  if (tid < ROWS && row0 + tid < N) store_result(row0 + tid, partial_[tid][0] + load_residual(row0 + tid));
+#else
   if (tid < ROWS && row0 + tid < N) store_result(row0 + tid, partial_[tid][0]);
+#endif
 }

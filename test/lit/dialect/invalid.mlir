@@ -98,3 +98,19 @@ func.func @argmax(%l: tensor<?x16xf32>) -> tensor<2xi32> {
   %t = gerbil.argmax %l : tensor<?x16xf32> -> tensor<2xi32>
   return %t : tensor<2xi32>
 }
+
+// -----
+
+func.func @linear_norm(%x: tensor<?x8xf32>, %w: tensor<4x8xf32>, %g: tensor<4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{norm weight 'tensor<4xf32>' does not match rows of 8}}
+  %y = gerbil.linear %x, %w norm(%g) {eps = 1.0e-5} : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_eps(%x: tensor<?x8xf32>, %w: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{a norm prologue needs a positive eps}}
+  %y = gerbil.linear %x, %w norm(%g) : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}

@@ -15,6 +15,7 @@
 // CHECK: gerbil.silu
 // CHECK: gerbil.mul
 // CHECK: gerbil.add
+// CHECK: gerbil.linear %{{.*}}, %{{.*}} norm(%{{.*}}) residual(%{{.*}}) {eps = 1.000000e-05 : f64}
 // CHECK: gerbil.argmax %{{.*}} : tensor<?x16xf32> -> tensor<1xi32>
 module {
   gerbil.weight @"embed_tokens.weight" : tensor<16x8xf32> {keys = ["model.embed_tokens.weight"]}
@@ -35,6 +36,7 @@ module {
     %m = gerbil.mul %s, %a : tensor<?x8xf32>
     %o = gerbil.add %m, %h : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
     %l = gerbil.matmul %o, %e : (tensor<?x8xf32>, tensor<16x8xf32>) -> tensor<?x16xf32>
+    %lin = gerbil.linear %o, %q norm(%nw) residual(%o) {eps = 1.0e-5} : (tensor<?x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
     %t = gerbil.argmax %l : tensor<?x16xf32> -> tensor<1xi32>
     return %l, %t : tensor<?x16xf32>, tensor<1xi32>
   }

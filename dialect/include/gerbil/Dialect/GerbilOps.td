@@ -94,6 +94,21 @@ def Gerbil_MatMulOp : Gerbil_Op<"matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Gerbil_LinearOp : Gerbil_Op<"linear", [Pure, AttrSizedOperandSegments]> {
+  let summary = "x · Wᵀ with an optional RMSNorm prologue and residual epilogue (made by the fusion passes)";
+  let description = [{
+    result = (norm ? rms_norm(input, norm, eps) : input) · weightᵀ + (residual ? residual : 0): one kernel
+    that reads the weights once, normalises its input rows itself and adds the residual as it writes.
+  }];
+  let arguments = (ins Gerbil_Activation:$input, Gerbil_Weight:$weight, Optional<Gerbil_Weight>:$norm,
+                       Optional<Gerbil_Activation>:$residual, OptionalAttr<F64Attr>:$eps);
+  let results = (outs Gerbil_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`norm` `(` $norm^ `)`)? (`residual` `(` $residual^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Gerbil_AddOp : Gerbil_Op<"add", [Pure]> {
   let summary = "Elementwise sum; a rank-1 rhs (a bias) is broadcast over the rows";
   let arguments = (ins Gerbil_Activation:$lhs, AnyRankedTensor:$rhs);

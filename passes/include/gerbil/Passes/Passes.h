@@ -17,9 +17,11 @@ namespace mlir::gerbil {
 struct PipelineOptions {
   std::string weightDtype = "f32";
   int64_t maxTokens = 512;
+  bool fuse = true;
 };
 
-// verify -> layout -> dispatch formation -> memory planning -> verify (dispatched).
+// verify -> layout -> [fuse-norm-prologue -> fuse-residual] -> dispatch formation -> memory planning -> verify.
+
 void buildGerbilPipeline(OpPassManager &pm, const PipelineOptions &options);
 
 #define GEN_PASS_REGISTRATION

@@ -29,6 +29,22 @@ def GerbilAssignLayout : Pass<"gerbil-assign-layout", "::mlir::ModuleOp"> {
   ];
 }
 
+def GerbilFuseNormPrologue : Pass<"gerbil-fuse-norm-prologue", "::mlir::func::FuncOp"> {
+  let summary = "Fuses an RMSNorm into the prologue of the matmuls that read it";
+  let description = [{
+    An RMSNorm over whole rows whose every user is a gerbil.matmul is removed; each matmul becomes a
+    gerbil.linear with the norm's weight and eps, normalising its input rows itself.
+  }];
+}
+
+def GerbilFuseResidual : Pass<"gerbil-fuse-residual", "::mlir::func::FuncOp"> {
+  let summary = "Fuses a residual add into the epilogue of the projection it adds";
+  let description = [{
+    add(h, p) where p is a gerbil.matmul or gerbil.linear used only by the add becomes one gerbil.linear
+    with h as its residual.
+  }];
+}
+
 def GerbilFormDispatches : Pass<"gerbil-form-dispatches", "::mlir::func::FuncOp"> {
   let summary = "Wraps every computation into a gerbil.dispatch: one kernel launch each";
   let description = [{
