@@ -10,7 +10,7 @@ namespace {
 
 struct ByteLevelTable {
   std::array<std::string, 256> utf8;
-  std::array<int, 0x144> byteOf;  // characters of the table are all below U+0144
+  std::array<int, 0x144> byteOf; // characters of the table are all below U+0144
   ByteLevelTable() {
     byteOf.fill(-1);
     char32_t next = 0x100;
@@ -28,9 +28,11 @@ const ByteLevelTable &table() {
   return t;
 }
 
-}  // namespace
+} // namespace
 
-const std::string &byteLevelCharacter(unsigned char byte) { return table().utf8[byte]; }
+const std::string &byteLevelCharacter(unsigned char byte) {
+  return table().utf8[byte];
+}
 
 std::string toByteLevel(std::string_view text) {
   const auto &t = table();
@@ -46,4 +48,4 @@ std::optional<unsigned char> byteLevelByte(char32_t c) {
   return static_cast<unsigned char>(t.byteOf[c]);
 }
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

@@ -15,4 +15,4 @@ std::string toByteLevel(std::string_view text);
 // The byte a character stands for, or nullopt for a character outside the table.
 std::optional<unsigned char> byteLevelByte(char32_t c);
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

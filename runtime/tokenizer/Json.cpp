@@ -12,19 +12,28 @@ namespace {
 
 const char *kindOf(const nlohmann::json &v) {
   switch (v.type()) {
-  case nlohmann::json::value_t::null: return "null";
-  case nlohmann::json::value_t::object: return "an object";
-  case nlohmann::json::value_t::array: return "an array";
-  case nlohmann::json::value_t::string: return "a string";
-  case nlohmann::json::value_t::boolean: return "a boolean";
-  case nlohmann::json::value_t::number_float: return "a number";
-  default: return "an integer";
+  case nlohmann::json::value_t::null:
+    return "null";
+  case nlohmann::json::value_t::object:
+    return "an object";
+  case nlohmann::json::value_t::array:
+    return "an array";
+  case nlohmann::json::value_t::string:
+    return "a string";
+  case nlohmann::json::value_t::boolean:
+    return "a boolean";
+  case nlohmann::json::value_t::number_float:
+    return "a number";
+  default:
+    return "an integer";
   }
 }
 
-}  // namespace
+} // namespace
 
-std::string JsonRef::childPath(const std::string &key) const { return path_.empty() ? key : path_ + "." + key; }
+std::string JsonRef::childPath(const std::string &key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
 
 void JsonRef::fail(const std::string &problem) const {
   if (path_.empty()) throw TokenizerError(*file_ + ": " + problem);
@@ -54,7 +63,7 @@ size_t JsonRef::arraySize() const {
   return value_->size();
 }
 
-JsonRef JsonRef::at(size_t index) const {
+JsonRef JsonRef::item(size_t index) const {
   if (index >= arraySize()) fail("has no element " + std::to_string(index));
   return JsonRef((*value_)[index], *file_, path_ + "[" + std::to_string(index) + "]");
 }
@@ -71,7 +80,8 @@ bool JsonRef::boolean() const {
 
 int64_t JsonRef::integer() const {
   if (value_->is_number_integer()) {
-    if (value_->is_number_unsigned() && value_->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    if (value_->is_number_unsigned() &&
+        value_->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
       fail("is out of range");
     return value_->get<int64_t>();
   }
@@ -116,8 +126,8 @@ std::string JsonRef::type(const std::optional<std::string> &fallback) const {
   requireObject();
   if (auto t = find("type")) return t->string();
   if (fallback) return *fallback;
-  at("type");  // fails: "... .type is missing"
+  at("type"); // fails: "... .type is missing"
   return {};
 }
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

@@ -27,15 +27,15 @@ public:
   JsonRef at(const char *key) const;
   // A member that may be absent or null.
   std::optional<JsonRef> find(const char *key) const;
-  JsonRef at(size_t index) const;
-  size_t arraySize() const;  // fails unless an array
+  JsonRef item(size_t index) const;
+  size_t arraySize() const; // fails unless an array
 
   std::string string() const;
   bool boolean() const;
   int64_t integer() const;
   double number() const;
-  int32_t tokenId() const;  // an integer in [0, INT32_MAX]
-  char32_t character() const;  // a string of exactly one character
+  int32_t tokenId() const;    // an integer in [0, INT32_MAX]
+  char32_t character() const; // a string of exactly one character
 
   std::string stringOr(const char *key, const std::string &fallback) const;
   bool booleanOr(const char *key, bool fallback) const;
@@ -53,4 +53,4 @@ private:
   std::string path_;
 };
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

@@ -25,7 +25,8 @@ public:
   void normalize(std::string &text) const override { text = lowercase(text); }
 };
 
-// Prepend and Append leave an empty text empty: an added token at the very start does not get a "▁" of its own.
+// Prepend and Append leave an empty text empty: an added token at the very start does not get a "▁" of its
+// own.
 class AffixNormalizer : public Normalizer {
 public:
   AffixNormalizer(std::string affix, bool atEnd) : affix_(std::move(affix)), atEnd_(atEnd) {}
@@ -41,7 +42,8 @@ private:
 
 class ReplaceNormalizer : public Normalizer {
 public:
-  ReplaceNormalizer(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceNormalizer(Pattern pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void normalize(std::string &text) const override {
     std::vector<Match> matches = pattern_.findAll(text);
     if (matches.empty()) return;
@@ -116,7 +118,7 @@ private:
   std::vector<std::unique_ptr<Normalizer>> steps_;
 };
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<Normalizer> makeNormalizer(const JsonRef &json) {
   if (json.isNull()) return nullptr;
@@ -131,14 +133,15 @@ std::unique_ptr<Normalizer> makeNormalizer(const JsonRef &json) {
   if (type == "Replace")
     return std::make_unique<ReplaceNormalizer>(parsePattern(json.at("pattern")), json.at("content").string());
   if (type == "Strip")
-    return std::make_unique<StripNormalizer>(json.booleanOr("strip_left", true), json.booleanOr("strip_right", true));
+    return std::make_unique<StripNormalizer>(json.booleanOr("strip_left", true),
+                                             json.booleanOr("strip_right", true));
   if (type == "StripAccents") return std::make_unique<StripAccentsNormalizer>();
   if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();
   if (type == "Sequence") {
     JsonRef list = json.at("normalizers");
     std::vector<std::unique_ptr<Normalizer>> steps;
     for (size_t i = 0; i < list.arraySize(); ++i) {
-      JsonRef item = list.at(i);
+      JsonRef item = list.item(i);
       if (item.isNull()) item.fail("is null");
       steps.push_back(makeNormalizer(item));
     }
@@ -147,4 +150,4 @@ std::unique_ptr<Normalizer> makeNormalizer(const JsonRef &json) {
   json.at("type").fail("'" + type + "' is not a supported normalizer");
 }
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

@@ -17,4 +17,4 @@ public:
 // Null JSON gives nullptr (no normalizer).
 std::unique_ptr<Normalizer> makeNormalizer(const JsonRef &json);
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

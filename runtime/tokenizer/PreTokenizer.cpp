@@ -66,22 +66,28 @@ std::vector<Match> applyBehavior(const std::vector<Span> &spans, Behavior behavi
     break;
   case Behavior::Contiguous:
     for (const Span &s : spans) {
-      if (s.isMatch == previousMatch && !out.empty()) out.back().end = s.end;
-      else out.push_back({s.start, s.end});
+      if (s.isMatch == previousMatch && !out.empty())
+        out.back().end = s.end;
+      else
+        out.push_back({s.start, s.end});
       previousMatch = s.isMatch;
     }
     break;
   case Behavior::MergedWithPrevious:
     for (const Span &s : spans) {
-      if (s.isMatch && !previousMatch && !out.empty()) out.back().end = s.end;
-      else out.push_back({s.start, s.end});
+      if (s.isMatch && !previousMatch && !out.empty())
+        out.back().end = s.end;
+      else
+        out.push_back({s.start, s.end});
       previousMatch = s.isMatch;
     }
     break;
   case Behavior::MergedWithNext:
     for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-      if (it->isMatch && !previousMatch && !out.empty()) out.back().start = it->start;
-      else out.push_back({it->start, it->end});
+      if (it->isMatch && !previousMatch && !out.empty())
+        out.back().start = it->start;
+      else
+        out.push_back({it->start, it->end});
       previousMatch = it->isMatch;
     }
     std::reverse(out.begin(), out.end());
@@ -120,12 +126,15 @@ public:
 
 protected:
   void splitPiece(PreToken &piece, std::vector<PreToken> &out) const override {
-    if (addPrefixSpace_ && piece.text.rfind(' ', 0) != 0) piece.text.insert(0, " ");
+    if (addPrefixSpace_ && piece.text.rfind(' ', 0) != 0) piece.text = " " + piece.text;
     size_t first = out.size();
-    if (regex_) appendPieces(piece, applyBehavior(spansOf(piece.text.size(), regex_->findAll(piece.text), false),
-                                                  Behavior::Isolated),
-                             out);
-    else if (!piece.text.empty()) out.push_back(piece);
+    if (regex_)
+      appendPieces(
+          piece,
+          applyBehavior(spansOf(piece.text.size(), regex_->findAll(piece.text), false), Behavior::Isolated),
+          out);
+    else if (!piece.text.empty())
+      out.push_back(piece);
     for (size_t i = first; i < out.size(); ++i) out[i].text = toByteLevel(out[i].text);
   }
 
@@ -180,13 +189,15 @@ protected:
   void splitPiece(PreToken &piece, std::vector<PreToken> &out) const override {
     std::string text;
     for (char c : piece.text) {
-      if (c == ' ') text += replacementUtf8_;
-      else text += c;
+      if (c == ' ')
+        text += replacementUtf8_;
+      else
+        text += c;
     }
     bool startsWithReplacement = text.rfind(replacementUtf8_, 0) == 0;
     if (!startsWithReplacement &&
         (scheme_ == PrependScheme::Always || (scheme_ == PrependScheme::First && piece.atInputStart)))
-      text.insert(0, replacementUtf8_);
+      text = replacementUtf8_ + text;
     piece.text = std::move(text);
     if (!split_) {
       if (!piece.text.empty()) out.push_back(piece);
@@ -194,7 +205,8 @@ protected:
     }
     char32_t replacement = replacement_;
     auto matches = characterMatches(piece.text, [replacement](char32_t c) { return c == replacement; });
-    appendPieces(piece, applyBehavior(spansOf(piece.text.size(), matches, false), Behavior::MergedWithNext), out);
+    appendPieces(piece, applyBehavior(spansOf(piece.text.size(), matches, false), Behavior::MergedWithNext),
+                 out);
   }
 
 private:
@@ -206,7 +218,8 @@ private:
 
 class SequencePreTokenizer : public PreTokenizer {
 public:
-  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps) : steps_(std::move(steps)) {}
+  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps)
+      : steps_(std::move(steps)) {}
   void split(std::vector<PreToken> &pieces) const override {
     for (const auto &step : steps_) step->split(pieces);
   }
@@ -241,23 +254,23 @@ bool isBertPunctuation(char32_t c) {
   return (c < 0x80 && std::ispunct(static_cast<int>(c))) || isPunctuation(c);
 }
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<PreTokenizer> makePreTokenizer(const JsonRef &json) {
   if (json.isNull()) return nullptr;
   std::string type = json.type();
   if (type == "ByteLevel")
     return std::make_unique<ByteLevelPreTokenizer>(json.booleanOr("add_prefix_space", true),
-                                                   json.booleanOr("use_regex", true), json.file() + ": " + json.path());
+                                                   json.booleanOr("use_regex", true),
+                                                   json.file() + ": " + json.path());
   if (type == "Split") {
     auto behavior = parseBehavior(json.at("behavior"));
     return std::make_unique<PatternSplitter>(parsePattern(json.at("pattern")), behavior,
                                              json.booleanOr("invert", false));
   }
   if (type == "Digits")
-    return std::make_unique<CharacterSplitter>(isNumeric, json.booleanOr("individual_digits", false)
-                                                              ? Behavior::Isolated
-                                                              : Behavior::Contiguous);
+    return std::make_unique<CharacterSplitter>(
+        isNumeric, json.booleanOr("individual_digits", false) ? Behavior::Isolated : Behavior::Contiguous);
   if (type == "Metaspace") {
     char32_t replacement = 0x2581;
     if (auto r = json.find("replacement")) replacement = r->character();
@@ -266,8 +279,8 @@ std::unique_ptr<PreTokenizer> makePreTokenizer(const JsonRef &json) {
   }
   if (type == "WhitespaceSplit") return std::make_unique<CharacterSplitter>(isWhiteSpace, Behavior::Removed);
   if (type == "Whitespace")
-    return std::make_unique<PatternSplitter>(Pattern::regex(kWhitespacePattern, json.file() + ": " + json.path()),
-                                             Behavior::Removed, true);
+    return std::make_unique<PatternSplitter>(
+        Pattern::regex(kWhitespacePattern, json.file() + ": " + json.path()), Behavior::Removed, true);
   if (type == "Punctuation") {
     Behavior behavior = Behavior::Isolated;
     if (auto b = json.find("behavior")) behavior = parseBehavior(*b);
@@ -288,7 +301,7 @@ std::unique_ptr<PreTokenizer> makePreTokenizer(const JsonRef &json) {
     JsonRef list = json.at("pretokenizers");
     std::vector<std::unique_ptr<PreTokenizer>> steps;
     for (size_t i = 0; i < list.arraySize(); ++i) {
-      JsonRef item = list.at(i);
+      JsonRef item = list.item(i);
       if (item.isNull()) item.fail("is null");
       steps.push_back(makePreTokenizer(item));
     }
@@ -297,4 +310,4 @@ std::unique_ptr<PreTokenizer> makePreTokenizer(const JsonRef &json) {
   json.at("type").fail("'" + type + "' is not a supported pre-tokenizer");
 }
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

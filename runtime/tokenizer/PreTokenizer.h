@@ -26,4 +26,4 @@ public:
 // Null JSON gives nullptr (the whole text is one piece).
 std::unique_ptr<PreTokenizer> makePreTokenizer(const JsonRef &json);
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

@@ -48,7 +48,7 @@ struct MatchState {
   MatchState &operator=(const MatchState &) = delete;
 };
 
-}  // namespace
+} // namespace
 
 std::string adaptOnigurumaPattern(std::string_view p) {
   std::string out;
@@ -75,10 +75,10 @@ std::string adaptOnigurumaPattern(std::string_view p) {
       out += c;
       ++i;
       if (i < p.size() && p[i] == '^') out += p[i++];
-      if (i < p.size() && p[i] == ']') out += p[i++];  // a leading ']' is a literal
+      if (i < p.size() && p[i] == ']') out += p[i++]; // a leading ']' is a literal
       continue;
     }
-    if (inClass && c == '[' && i + 1 < p.size() && p[i + 1] == ':') {  // [:alpha:]
+    if (inClass && c == '[' && i + 1 < p.size() && p[i + 1] == ':') { // [:alpha:]
       size_t close = p.find(":]", i + 2);
       if (close != std::string_view::npos) {
         out.append(p.substr(i, close + 2 - i));
@@ -115,13 +115,14 @@ std::vector<Match> Regex::findAll(std::string_view text) const {
   auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t offset = 0;
   while (offset <= text.size()) {
-    int rc = pcre2_match(code_.get(), subject, text.size(), offset, PCRE2_NO_UTF_CHECK, state.data, state.context);
+    int rc =
+        pcre2_match(code_.get(), subject, text.size(), offset, PCRE2_NO_UTF_CHECK, state.data, state.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && jit_ && state.growJitStack()) continue;
     if (rc < 0) throw TokenizerError(where_ + ": regex matching failed: " + pcre2Message(rc));
     const PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(state.data);
     size_t start = ovector[0], end = ovector[1];
-    if (end <= start) {  // empty (or \K-reversed) match: step over one character, as Oniguruma does
+    if (end <= start) { // empty (or \K-reversed) match: step over one character, as Oniguruma does
       if (start >= text.size()) break;
       size_t at = std::max(offset, start);
       offset = at + utf8SequenceLength(static_cast<unsigned char>(text[at]));
@@ -160,8 +161,9 @@ std::vector<Match> Pattern::findAll(std::string_view text) const {
 Pattern parsePattern(const JsonRef &json) {
   json.requireObject();
   if (auto literal = json.find("String")) return Pattern::literal(literal->string());
-  if (auto regex = json.find("Regex")) return Pattern::regex(regex->string(), regex->file() + ": " + regex->path());
+  if (auto regex = json.find("Regex"))
+    return Pattern::regex(regex->string(), regex->file() + ": " + regex->path());
   json.fail("has neither \"String\" nor \"Regex\"");
 }
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

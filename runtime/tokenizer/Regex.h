@@ -50,4 +50,4 @@ Pattern parsePattern(const JsonRef &json);
 // PCRE2's UCP \s also takes U+180E.
 std::string adaptOnigurumaPattern(std::string_view pattern);
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

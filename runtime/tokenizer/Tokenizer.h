@@ -1,6 +1,7 @@
-// HuggingFace tokenizers (tokenizer.json) for byte-level BPE (GPT-2, Llama-3, Qwen2/3) and SentencePiece-style
-// BPE with byte fallback (Mistral, Llama-2): the same ids and the same decoded text as the `tokenizers` Rust
-// core that transformers uses. Errors are TokenizerError and name the file and the JSON key at fault.
+// HuggingFace tokenizers (tokenizer.json) for byte-level BPE (GPT-2, Llama-3, Qwen2/3) and
+// SentencePiece-style BPE with byte fallback (Mistral, Llama-2): the same ids and the same decoded text as
+// the `tokenizers` Rust core that transformers uses. Errors are TokenizerError and name the file and the JSON
+// key at fault.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +21,12 @@ public:
 
 class Tokenizer {
 public:
-  // Loads tokenizer.json; a tokenizer_config.json beside it, when there is one, supplies what transformers adds
-  // on top (clean_up_tokenization_spaces, the bos/eos/pad/unk token names).
+  // Loads tokenizer.json; a tokenizer_config.json beside it, when there is one, supplies what transformers
+  // adds on top (clean_up_tokenization_spaces, the bos/eos/pad/unk token names).
   static Tokenizer fromFile(const std::string &path);
   // `name` is what error messages call the file. `configText` is the tokenizer_config.json text, or empty.
-  static Tokenizer fromJson(const std::string &text, const std::string &name, const std::string &configText = "",
+  static Tokenizer fromJson(const std::string &text, const std::string &name,
+                            const std::string &configText = "",
                             const std::string &configName = "tokenizer_config.json");
 
   // encode(text, add_special_tokens). parseSpecialTokens=false is transformers' split_special_tokens=True:
@@ -55,7 +57,7 @@ public:
 
 private:
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
-  std::shared_ptr<const Impl> impl_;  // immutable once loaded: copies are cheap and share it across threads
+  std::shared_ptr<const Impl> impl_; // immutable once loaded: copies are cheap and share it across threads
   friend class StreamDecoder;
 };
 
@@ -68,16 +70,16 @@ std::string cleanUpTokenizationSpaces(std::string text);
 class StreamDecoder {
 public:
   explicit StreamDecoder(const Tokenizer &tokenizer, bool skipSpecialTokens = false);
-  std::string push(int32_t id);  // throws TokenizerError for an id outside the vocabulary
-  std::string finish();          // whatever is still held back (incomplete bytes become U+FFFD)
+  std::string push(int32_t id); // throws TokenizerError for an id outside the vocabulary
+  std::string finish();         // whatever is still held back (incomplete bytes become U+FFFD)
   void reset();
 
 private:
   Tokenizer tokenizer_;
   bool skipSpecialTokens_;
-  std::vector<int32_t> ids_;  // the ids since the start of the last emitted piece
-  std::string prefix_;        // decode() of ids_[0, prefixIndex_)
+  std::vector<int32_t> ids_; // the ids since the start of the last emitted piece
+  std::string prefix_;       // decode() of ids_[0, prefixIndex_)
   size_t prefixIndex_ = 0;
 };
 
-}  // namespace gerbil::tokenizer
+} // namespace gerbil::tokenizer

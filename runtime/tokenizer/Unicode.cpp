@@ -11,8 +11,12 @@ namespace gerbil::tokenizer::detail {
 
 namespace {
 
-unsigned char byteAt(std::string_view s, size_t i) { return i < s.size() ? static_cast<unsigned char>(s[i]) : 0; }
-bool isContinuation(unsigned char b) { return (b & 0xC0) == 0x80; }
+unsigned char byteAt(std::string_view s, size_t i) {
+  return i < s.size() ? static_cast<unsigned char>(s[i]) : 0;
+}
+bool isContinuation(unsigned char b) {
+  return (b & 0xC0) == 0x80;
+}
 
 // Length of the valid sequence at `i`, or 0 with `*bad` = how many bytes form the maximal invalid subpart
 // (the rule of Rust's Utf8Chunks, which is also the WHATWG one).
@@ -24,13 +28,20 @@ size_t validSequenceAt(std::string_view s, size_t i, size_t *bad) {
   if (width == 0) return 0;
   unsigned char second = byteAt(s, i + 1);
   bool secondOk = false;
-  if (width == 2) secondOk = isContinuation(second);
-  else if (b == 0xE0) secondOk = second >= 0xA0 && second <= 0xBF;
-  else if (b == 0xED) secondOk = second >= 0x80 && second <= 0x9F;
-  else if (width == 3) secondOk = isContinuation(second);
-  else if (b == 0xF0) secondOk = second >= 0x90 && second <= 0xBF;
-  else if (b == 0xF4) secondOk = second >= 0x80 && second <= 0x8F;
-  else secondOk = isContinuation(second);
+  if (width == 2)
+    secondOk = isContinuation(second);
+  else if (b == 0xE0)
+    secondOk = second >= 0xA0 && second <= 0xBF;
+  else if (b == 0xED)
+    secondOk = second >= 0x80 && second <= 0x9F;
+  else if (width == 3)
+    secondOk = isContinuation(second);
+  else if (b == 0xF0)
+    secondOk = second >= 0x90 && second <= 0xBF;
+  else if (b == 0xF4)
+    secondOk = second >= 0x80 && second <= 0x8F;
+  else
+    secondOk = isContinuation(second);
   if (!secondOk || i + 1 >= s.size()) return 0;
   for (size_t k = 2; k < width; ++k) {
     *bad = k;
@@ -39,7 +50,7 @@ size_t validSequenceAt(std::string_view s, size_t i, size_t *bad) {
   return width;
 }
 
-}  // namespace
+} // namespace
 
 std::optional<size_t> firstInvalidUtf8(std::string_view bytes) {
   size_t i = 0, bad = 0;
@@ -51,7 +62,9 @@ std::optional<size_t> firstInvalidUtf8(std::string_view bytes) {
   return std::nullopt;
 }
 
-bool isValidUtf8(std::string_view bytes) { return !firstInvalidUtf8(bytes).has_value(); }
+bool isValidUtf8(std::string_view bytes) {
+  return !firstInvalidUtf8(bytes).has_value();
+}
 
 std::string utf8Lossy(std::string_view bytes) {
   std::string out;
@@ -115,7 +128,8 @@ void appendUtf8(std::string &out, char32_t c) {
 
 bool isWhiteSpace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 bool isNumeric(char32_t c) {
@@ -145,7 +159,8 @@ bool isWordCharacter(char32_t c) {
   case UTF8PROC_CATEGORY_MC:
   case UTF8PROC_CATEGORY_ME:
   case UTF8PROC_CATEGORY_ND:
-  case UTF8PROC_CATEGORY_PC: return true;
+  case UTF8PROC_CATEGORY_PC:
+    return true;
   default:
     // Join_Control and the Other_Alphabetic symbols (circled and squared letters).
     return c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
@@ -157,16 +172,24 @@ std::string normalizeUnicode(std::string_view text, NormalForm form) {
   if (text.empty()) return {};
   int options = UTF8PROC_STABLE;
   switch (form) {
-  case NormalForm::NFC: options |= UTF8PROC_COMPOSE; break;
-  case NormalForm::NFD: options |= UTF8PROC_DECOMPOSE; break;
-  case NormalForm::NFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-  case NormalForm::NFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+  case NormalForm::NFC:
+    options |= UTF8PROC_COMPOSE;
+    break;
+  case NormalForm::NFD:
+    options |= UTF8PROC_DECOMPOSE;
+    break;
+  case NormalForm::NFKC:
+    options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+    break;
+  case NormalForm::NFKD:
+    options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+    break;
   }
   utf8proc_uint8_t *out = nullptr;
   // Without UTF8PROC_NULLTERM the length bounds the input, so U+0000 is an ordinary character.
-  utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t *>(text.data()),
-                                    static_cast<utf8proc_ssize_t>(text.size()), &out,
-                                    static_cast<utf8proc_option_t>(options));
+  utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t *>(text.data()),
+                   static_cast<utf8proc_ssize_t>(text.size()), &out, static_cast<utf8proc_option_t>(options));
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(out, &std::free);
   if (n < 0) throw TokenizerError(std::string("Unicode normalization failed: ") + utf8proc_errmsg(n));
   return std::string(reinterpret_cast<const char *>(out), static_cast<size_t>(n));
@@ -178,7 +201,7 @@ std::string lowercase(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
     char32_t c = decodeUtf8(text, pos);
-    if (c == 0x130) {  // the one unconditional multi-character lowercase mapping (SpecialCasing.txt)
+    if (c == 0x130) { // the one unconditional multi-character lowercase mapping (SpecialCasing.txt)
       out += "i\xCC\x87";
       continue;
     }
@@ -187,4 +210,4 @@ std::string lowercase(std::string_view text) {
   return out;
 }
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail

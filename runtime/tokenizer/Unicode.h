@@ -1,5 +1,6 @@
 // UTF-8 and the few Unicode properties the tokenizer needs, with the meanings Rust gives them (the reference
-// is the Rust `tokenizers` crate): char::is_whitespace, char::is_numeric, regex's \w, String::from_utf8_lossy.
+// is the Rust `tokenizers` crate): char::is_whitespace, char::is_numeric, regex's \w,
+// String::from_utf8_lossy.
 #pragma once
 
 #include <cstddef>
@@ -23,9 +24,10 @@ void appendUtf8(std::string &out, char32_t c);
 // Byte length of the UTF-8 sequence starting with `lead` (1 for a stray continuation byte).
 size_t utf8SequenceLength(unsigned char lead);
 
-bool isWhiteSpace(char32_t c);    // Unicode White_Space (Rust char::is_whitespace, regex \s)
-bool isNumeric(char32_t c);       // general category N* (Rust char::is_numeric)
-bool isWordCharacter(char32_t c); // regex \w: alphabetic, marks, decimal digits, connector punctuation, joiners
+bool isWhiteSpace(char32_t c); // Unicode White_Space (Rust char::is_whitespace, regex \s)
+bool isNumeric(char32_t c);    // general category N* (Rust char::is_numeric)
+bool isWordCharacter(
+    char32_t c); // regex \w: alphabetic, marks, decimal digits, connector punctuation, joiners
 bool isCombiningMark(char32_t c); // general category M*
 bool isPunctuation(char32_t c);   // general category P*
 
@@ -34,4 +36,4 @@ std::string normalizeUnicode(std::string_view text, NormalForm form);
 // Rust's str::to_lowercase per character (no final-sigma context, as the Lowercase normalizer does).
 std::string lowercase(std::string_view text);
 
-}  // namespace gerbil::tokenizer::detail
+} // namespace gerbil::tokenizer::detail
