@@ -16,3 +16,13 @@ for name in ["VK_DRIVER_FILES", "VK_ICD_FILENAMES", "HOME"]:
         config.environment[name] = os.environ[name]
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%fixtures", os.path.join(config.gerbil_source_dir, "test", "fixtures")))
+
+# Tests that run kernels need a Vulkan device (lavapipe in CI): REQUIRES: vulkan.
+import subprocess
+try:
+    devices = subprocess.run([os.path.join(config.gerbil_tools_dir, "gerbil-exec"), "--list-devices"],
+                             capture_output=True, text=True, timeout=60, env=config.environment)
+    if devices.returncode == 0 and devices.stdout.strip():
+        config.available_features.add("vulkan")
+except (OSError, subprocess.TimeoutExpired):
+    pass
