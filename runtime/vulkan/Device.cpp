@@ -803,6 +803,27 @@ Buffer Context::createBuffer(uint64_t bytes, const std::string &what, bool hostV
 
 namespace {
 
+VkCommandBuffer allocateCommandBuffer(VkDevice device, VkCommandPool pool) {
+  VkCommandBufferAllocateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  info.commandPool = pool;
+  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  info.commandBufferCount = 1;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  check(vkAllocateCommandBuffers(device, &info, &cmd), "vkAllocateCommandBuffers");
+  return cmd;
+}
+
+// Fence waits make device writes available but not visible to the host: mapped buffers need this barrier.
+void barrierToHost(VkCommandBuffer cmd) {
+  VkMemoryBarrier toHost{};
+  toHost.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  toHost.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
+}
+
 // Orders every earlier compute and transfer write before every later compute and transfer access, in this
 // command buffer and in later submissions (a barrier reaches back through the queue's submission order).
 void allComputeAndTransferBarrier(VkCommandBuffer cmd) {
@@ -1027,12 +1048,7 @@ VkCommandBuffer Context::beginCommands() {
     cmd = s.idleCommandBuffers.back();
     s.idleCommandBuffers.pop_back();
   } else {
-    VkCommandBufferAllocateInfo info{};
-    info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-    info.commandPool = s.commandPool;
-    info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    info.commandBufferCount = 1;
-    check(vkAllocateCommandBuffers(s.device, &info, &cmd), "vkAllocateCommandBuffers");
+    cmd = allocateCommandBuffer(s.device, s.commandPool);
   }
   VkCommandBufferBeginInfo begin{};
   begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
@@ -1076,12 +1092,7 @@ void Context::submitAndWait(VkCommandBuffer cmd) {
   Impl &s = *impl_;
   if (!cmd) throw VulkanError("submitAndWait: no command buffer");
   // Fence waits make device writes available but not visible to the host: mapped buffers need this barrier.
-  VkMemoryBarrier toHost{};
-  toHost.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-  toHost.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
+  barrierToHost(cmd);
 
   // The command buffer goes back to the idle list unless it may still be running (a timeout).
   auto recycle = [&] {
@@ -1177,13 +1188,7 @@ std::vector<uint64_t> Context::readTimestamps(uint32_t count) {
 
 VkCommandBuffer Context::beginReusableCommands() {
   Impl &s = *impl_;
-  VkCommandBuffer cmd = VK_NULL_HANDLE;
-  VkCommandBufferAllocateInfo info{};
-  info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-  info.commandPool = s.commandPool;
-  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  info.commandBufferCount = 1;
-  check(vkAllocateCommandBuffers(s.device, &info, &cmd), "vkAllocateCommandBuffers");
+  VkCommandBuffer cmd = allocateCommandBuffer(s.device, s.commandPool);
   VkCommandBufferBeginInfo begin{};
   begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   VkResult result = vkBeginCommandBuffer(cmd, &begin);
@@ -1195,12 +1200,7 @@ VkCommandBuffer Context::beginReusableCommands() {
 }
 
 void Context::endCommands(VkCommandBuffer cmd) {
-  VkMemoryBarrier toHost{};
-  toHost.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-  toHost.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
+  barrierToHost(cmd);
   check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
 }
 
