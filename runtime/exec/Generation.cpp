@@ -23,7 +23,7 @@ GenerationResult generate(Executor &executor, const std::vector<int32_t> &prompt
   GenerationResult result;
 
   // Greedy decoding without logits runs on the GPU: its argmax feeds each token to the next step.
-  const bool gpuGreedy = plan.gpuArgmax && options.sampling.temperature <= 0 && !options.keepLogits;
+  const bool gpuGreedy = plan.gpuArgmax && options.sampling.plainArgmax() && !options.keepLogits;
   const Logits wanted = options.keepLogits ? Logits::All : gpuGreedy ? Logits::None : Logits::Last;
 
   // Prefill in chunks of the plan's prefill size.

@@ -3,38 +3,147 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 namespace gerbil::exec {
 
 int32_t argmax(const float *logits, int64_t vocab) {
-  return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);  // first of equal maxima
+  return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits); // first of equal maxima
 }
 
-Sampler::Sampler(const SamplingOptions &options) : options_(options), generator_(options.seed) {}
+void applyRepetitionPenalty(float *logits, int64_t vocab, std::span<const int32_t> history, double penalty) {
+  if (penalty == 1.0 || history.empty()) return;
+  std::vector<int32_t> seen(history.begin(), history.end());
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  for (int32_t id : seen) {
+    if (id < 0 || id >= vocab) continue;
+    float &x = logits[id];
+    x = x < 0 ? static_cast<float>(x * penalty) : static_cast<float>(x / penalty);
+  }
+}
+
+Sampler::Sampler(const SamplingOptions &options)
+    : options_(options), generator_(options.seed), history_(options.context) {
+  auto check = [](bool ok, const std::string &what) {
+    if (!ok) throw std::invalid_argument("sampling: " + what);
+  };
+  check(options.temperature >= 0 && std::isfinite(options.temperature), "temperature must be >= 0");
+  check(options.topK >= 0, "top-k must be >= 0");
+  check(options.topP >= 0 && options.topP <= 1, "top-p must be in [0, 1]");
+  check(options.minP >= 0 && options.minP <= 1, "min-p must be in [0, 1]");
+  check(options.repetitionPenalty > 0 && std::isfinite(options.repetitionPenalty),
+        "the repetition penalty must be > 0");
+}
 
 int32_t Sampler::next(const float *logits, int64_t vocab) {
-  if (options_.temperature <= 0) return argmax(logits, vocab);
-  std::vector<int32_t> order(vocab);
-  std::iota(order.begin(), order.end(), 0);
-  int64_t keep = options_.topK > 0 ? std::min(options_.topK, vocab) : vocab;
-  std::partial_sort(order.begin(), order.begin() + keep, order.end(),
-                    [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  order.resize(keep);
-  std::vector<double> probs(keep);
-  double top = logits[order[0]], sum = 0;
-  for (int64_t i = 0; i < keep; ++i) sum += probs[i] = std::exp((logits[order[i]] - top) / options_.temperature);
-  double cumulative = 0;
-  int64_t cut = keep;
-  for (int64_t i = 0; i < keep; ++i) {
-    probs[i] /= sum;
-    cumulative += probs[i];
-    if (cumulative >= options_.topP) {
-      cut = i + 1;
-      break;
-    }
+  int32_t token = next(logits, vocab, history_);
+  history_.push_back(token);
+  return token;
+}
+
+int32_t Sampler::next(const float *logits, int64_t vocab, std::span<const int32_t> history) {
+  const float *scores = logits;
+  if (options_.repetitionPenalty != 1.0 && !history.empty()) {
+    scores_.assign(logits, logits + vocab);
+    applyRepetitionPenalty(scores_.data(), vocab, history, options_.repetitionPenalty);
+    scores = scores_.data();
   }
-  std::discrete_distribution<int64_t> pick(probs.begin(), probs.begin() + cut);
-  return order[pick(generator_)];
+  if (options_.temperature <= 0) return argmax(scores, vocab);
+
+  // A strict order (higher logit first, then lower id) so that ties never depend on the sort algorithm.
+  auto before = [scores](int32_t a, int32_t b) {
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+  };
+  order_.resize(static_cast<size_t>(vocab));
+  std::iota(order_.begin(), order_.end(), 0);
+
+  // top-k: every token at least as likely as the k-th.
+  if (options_.topK > 0 && options_.topK < vocab) {
+    std::nth_element(order_.begin(), order_.begin() + (options_.topK - 1), order_.end(), before);
+    float kth = scores[order_[static_cast<size_t>(options_.topK - 1)]];
+    order_.erase(std::remove_if(order_.begin(), order_.end(), [&](int32_t id) { return scores[id] < kth; }),
+                 order_.end());
+    // Back to id order: the draw below must not depend on how nth_element left them.
+    std::sort(order_.begin(), order_.end());
+  }
+
+  // Temperature, relative to the best candidate so that exp() cannot overflow. In float: twice as fast as
+  // double over a 150k vocabulary, and far more precise than sampling needs; the sums are in double.
+  float best = static_cast<int64_t>(order_.size()) == vocab
+                   ? *std::max_element(scores, scores + vocab)
+                   : scores[*std::min_element(order_.begin(), order_.end(), before)];
+  const float inverseTemperature = static_cast<float>(1.0 / options_.temperature);
+  weights_.resize(order_.size());
+  double total = 0;
+  for (size_t i = 0; i < order_.size(); ++i)
+    total += weights_[i] = std::exp((scores[order_[i]] - best) * inverseTemperature);
+
+  // top-p: the most likely tokens until their probability reaches p (at least one). A selection rather than a
+  // sort: halving the range with nth_element, whole better halves are kept until the cut lies in a range
+  // small enough to sort. Linear time, where sorting a 150k vocabulary per token would not be.
+  if (options_.topP < 1.0) {
+    // Usually a few tokens hold nearly all the probability: when those at least 1e-4 as likely as the best
+    // already reach p, the nucleus is among them and the rest need no ranking.
+    std::vector<size_t> ranked;
+    double likelyWeight = 0;
+    for (size_t i = 0; i < order_.size(); ++i)
+      if (weights_[i] >= 1e-4) {
+        ranked.push_back(i);
+        likelyWeight += weights_[i];
+      }
+    if (likelyWeight < options_.topP * total) {
+      ranked.resize(order_.size());
+      std::iota(ranked.begin(), ranked.end(), 0);
+    }
+    auto rankBefore = [&](size_t a, size_t b) { return before(order_[a], order_[b]); };
+    const double needed = options_.topP * total;
+    double kept = 0; // the weight of ranked[0, lo), all of which is kept
+    size_t lo = 0, hi = ranked.size();
+    while (hi - lo > 64) {
+      size_t mid = lo + (hi - lo) / 2;
+      std::nth_element(ranked.begin() + lo, ranked.begin() + mid, ranked.begin() + hi, rankBefore);
+      double better = 0;
+      for (size_t i = lo; i < mid; ++i) better += weights_[ranked[i]];
+      if (kept + better >= needed) {
+        hi = mid;
+      } else {
+        kept += better;
+        lo = mid;
+      }
+    }
+    std::sort(ranked.begin() + lo, ranked.begin() + hi, rankBefore);
+    size_t end = hi;
+    for (size_t i = lo; i < hi; ++i) {
+      kept += weights_[ranked[i]];
+      if (kept >= needed) {
+        end = i + 1;
+        break;
+      }
+    }
+    std::vector<double> nucleus(order_.size(), 0.0);
+    for (size_t i = 0; i < std::max<size_t>(end, 1); ++i) nucleus[ranked[i]] = weights_[ranked[i]];
+    weights_.swap(nucleus);
+  }
+
+  // min-p: relative to the most likely token, whose weight is exp(0) = 1.
+  if (options_.minP > 0)
+    for (double &w : weights_)
+      if (w < options_.minP) w = 0;
+
+  // The draw: 53 random bits as a double in [0, 1), walked over the weights in id order.
+  double sum = std::accumulate(weights_.begin(), weights_.end(), 0.0);
+  double u = static_cast<double>(generator_() >> 11) * 0x1.0p-53 * sum;
+  double cumulative = 0;
+  int32_t last = order_.front();
+  for (size_t i = 0; i < order_.size(); ++i) {
+    if (weights_[i] == 0) continue;
+    cumulative += weights_[i];
+    last = order_[i];
+    if (u < cumulative) return last;
+  }
+  return last; // rounding left u at the very end
 }
 
 } // namespace gerbil::exec

@@ -1,0 +1,27 @@
+// What every mode of gerbil-exec shares: exit codes, timing, the logits dump and the device list.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gerbil::tool {
+
+enum ExitCode : int { kOk = 0, kUsage = 2, kBadInput = 3, kDevice = 4, kIO = 5 };
+
+using Clock = std::chrono::steady_clock;
+inline double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+inline double perSecond(double count, double ms) {
+  return ms > 0 ? count / (ms / 1000.0) : 0.0;
+}
+
+// A safetensors file with `logits` [prompt, vocab] and, when tokens were generated, `step_logits`.
+void writeLogits(const std::string &path, const std::vector<float> &prompt, const std::vector<float> &steps,
+                 int64_t vocab);
+
+int listDevices(bool json);
+
+} // namespace gerbil::tool

@@ -1,0 +1,45 @@
+#include "tools/gerbil-exec/LoadedModel.h"
+
+#include "tools/gerbil-exec/Common.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+namespace gerbil::tool {
+
+std::string weightsFolder(const plan::Plan &plan, const std::string &weightsOption) {
+  if (!weightsOption.empty()) return weightsOption;
+  return std::filesystem::path(plan.model.configPath).parent_path().string();
+}
+
+LoadedModel::LoadedModel(const plan::Plan &plan, const std::string &weightsDir, int device, bool validation,
+                         bool showProgress) {
+  weights::Checkpoint checkpoint = weights::Checkpoint::open(weightsDir);
+  for (const std::string &name : exec::checkCheckpoint(plan, checkpoint))
+    std::cerr << "gerbil-exec: warning: tensor '" << name << "' of the checkpoint is not used by the plan\n";
+
+  vk::ContextOptions contextOptions;
+  contextOptions.deviceIndex = device;
+  contextOptions.validation = validation;
+  context_ = std::make_unique<vk::Context>(contextOptions);
+  exec::checkDevice(plan, context_->info());
+  uint64_t needed = exec::deviceBytesNeeded(plan);
+  const vk::DeviceInfo &info = context_->info();
+  if (info.deviceLocalBytes && needed > info.deviceLocalBytes)
+    throw exec::RuntimeError("the model needs " + std::to_string(needed >> 20) + " MiB of device memory; " +
+                             info.name + " has " + std::to_string(info.deviceLocalBytes >> 20) + " MiB");
+  auto loadStart = Clock::now();
+  exec::LoadedWeights weights =
+      exec::uploadWeights(*context_, plan, checkpoint, [&](uint64_t done, uint64_t total) {
+        if (showProgress)
+          std::fprintf(stderr, "\rloading weights %5.1f%% (%.1f / %.1f MiB)",
+                       100.0 * done / std::max<uint64_t>(total, 1), done / 1048576.0, total / 1048576.0);
+      });
+  if (showProgress) std::fprintf(stderr, "\n");
+  loadMs_ = msSince(loadStart);
+  executor_ = std::make_unique<exec::Executor>(*context_, plan, std::move(weights));
+}
+
+} // namespace gerbil::tool

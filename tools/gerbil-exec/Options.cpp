@@ -1,0 +1,65 @@
+#include "tools/gerbil-exec/Options.h"
+
+namespace gerbil::tool {
+
+void addOptions(CLI::App &app, Options &o) {
+  app.add_option("plan", o.plan, "The plan written by gerbilc");
+  app.add_option("--weights", o.weights,
+                 "Folder with model.safetensors (default: the compiled config's folder)");
+  app.add_option("--prompt-ids", o.promptIds, "Prompt token ids, comma separated (prints token ids)");
+  app.add_option("--prompt", o.prompt, "Prompt text: generates its continuation and prints the text");
+  app.add_option("--prompt-file", o.promptFile, "Read the prompt text from a file");
+  app.add_flag("--chat", o.chat,
+               "Chat: read user messages from stdin, one a line, and answer each through the chat template "
+               "(/exit or end of input ends, /reset starts over)");
+  app.add_option("--system", o.system, "The system message of --chat");
+  app.add_option("--tokenizer", o.tokenizer, "tokenizer.json (default: the one in the weights folder)");
+  app.add_option("--stop", o.stops,
+                 "Stop when the text contains this string (repeatable; the string is not printed)");
+  app.add_flag("--ignore-eos", o.ignoreEos,
+               "Text modes: run all --max-new-tokens, past end-of-sequence tokens");
+  app.add_option("--max-new-tokens", o.maxNewTokens, "Tokens to generate after the prompt (per chat turn)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--temperature", o.sampling.temperature, "Sampling temperature; 0 is greedy")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-k", o.sampling.topK, "Sample among the k most likely tokens (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", o.sampling.topP, "Sample within cumulative probability p")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--min-p", o.sampling.minP,
+                 "Drop tokens less likely than p times the most likely one (0: off)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--repetition-penalty", o.sampling.repetitionPenalty,
+                 "Penalise tokens already in the prompt or output (transformers' semantics; 1: off)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.sampling.seed, "Seed of the sampler");
+  app.add_flag("--stop-at-eos", o.stopAtEos,
+               "--prompt-ids: stop after an end-of-sequence token (else run all --max-new-tokens)");
+  app.add_option("--dump-logits", o.dumpLogits,
+                 "Write the logits (safetensors: logits [T, vocab], step_logits [N, vocab])");
+  app.add_option("--device", o.device, "Vulkan device index (see --list-devices)");
+  app.add_flag("--list-devices", o.listDevices, "List Vulkan devices and exit");
+  app.add_flag("--json", o.json,
+               "Print one JSON object with the ids, text and timings on stdout (one per chat turn)");
+  app.add_flag("--validation", o.validation, "Enable the Vulkan validation layers");
+}
+
+std::string checkOptions(const CLI::App &app, const Options &o) {
+  int modes = (app.count("--prompt-ids") > 0) + (app.count("--prompt") > 0) +
+              (app.count("--prompt-file") > 0) + o.chat;
+  if (modes == 0) return "no prompt: use --prompt TEXT, --prompt-file FILE, --chat or --prompt-ids 1,2,3";
+  if (modes > 1) return "give only one of --prompt-ids, --prompt, --prompt-file and --chat";
+  bool ids = app.count("--prompt-ids") > 0;
+  for (const char *textOnly : {"--tokenizer", "--stop", "--ignore-eos"})
+    if (ids && app.count(textOnly))
+      return std::string(textOnly) + " needs a text prompt (--prompt, --prompt-file or --chat)";
+  if (!ids && o.stopAtEos)
+    return "--stop-at-eos is for --prompt-ids: text modes stop at end-of-sequence tokens anyway";
+  if (app.count("--system") && !o.chat) return "--system needs --chat";
+  if (o.chat && !o.dumpLogits.empty()) return "--dump-logits cannot be used with --chat";
+  for (const std::string &stop : o.stops)
+    if (stop.empty()) return "--stop: the stop string is empty";
+  return "";
+}
+
+} // namespace gerbil::tool
