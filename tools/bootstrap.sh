@@ -13,6 +13,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libxxhash-dev            # arch specs, JSON, CLI, checksums
   libpcre2-dev libutf8proc-dev                                # tokenizer regexes and Unicode normalisation
   libgtest-dev                                                # unit tests
+  clang-19 libclang-rt-19-dev                                 # fuzzers (tools/fuzz.sh: libFuzzer, sanitizers)
 )
 
 sudo=""

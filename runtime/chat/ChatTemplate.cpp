@@ -63,7 +63,7 @@ ChatTemplate ChatTemplate::fromTokenizerConfigJson(const std::string &text, cons
   nlohmann::ordered_json config;
   try {
     config = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error &e) {
+  } catch (const nlohmann::json::exception &e) {
     throw ChatTemplateError(fileName + ": not valid JSON: " + e.what());
   }
   if (!config.is_object()) throw ChatTemplateError(fileName + ": expected a JSON object");

@@ -59,8 +59,8 @@ std::string lower(std::string s) {
 }
 
 std::optional<BufferKind> parseBufferKind(const std::string &s) {
-  for (BufferKind k : {BufferKind::Weight, BufferKind::Arena, BufferKind::KVCache, BufferKind::Input,
-                       BufferKind::State})
+  for (BufferKind k :
+       {BufferKind::Weight, BufferKind::Arena, BufferKind::KVCache, BufferKind::Input, BufferKind::State})
     if (s == toString(k)) return k;
   return std::nullopt;
 }
@@ -319,6 +319,9 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.stateBytes = root["stateBytes"].u64();
   plan.gpuArgmax = root["gpuArgmax"].boolean();
 
+  // Kernels share no words (serialize lays them out one after another): otherwise a small file could make the
+  // reader copy a large blob once per kernel.
+  uint64_t wordsUsed = 0;
   plan.kernels = root["kernels"].list([&](const Reader &r) {
     Kernel k;
     k.name = r["name"].string();
@@ -331,6 +334,11 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
     if (offset > blobWords || words > blobWords - offset)
       r.fail("SPIR-V words [" + std::to_string(offset) + ", +" + std::to_string(words) +
              ") lie outside the blob of " + std::to_string(blobWords) + " words");
+    if (words > blobWords - wordsUsed)
+      r.fail("SPIR-V words [" + std::to_string(offset) + ", +" + std::to_string(words) +
+             ") and those of the kernels before it add up to more than the blob's " +
+             std::to_string(blobWords) + " words: kernels may not share words");
+    wordsUsed += words;
     k.spirv.resize(words);
     for (uint64_t i = 0; i < words; ++i) k.spirv[i] = getU32(blob + 4 * (offset + i));
     return k;
@@ -557,7 +565,8 @@ void validate(const Plan &plan, const std::string &what) {
   if (plan.logits.kind == BufferKind::Weight) throw PlanError(what + ": logits cannot be a weight");
   if (plan.gpuArgmax && plan.stateBytes < (kStateHeaderWords + plan.limits.maxSequence) * 4)
     throw PlanError(what + ": the state buffer of " + std::to_string(plan.stateBytes) +
-                    " bytes cannot hold the tokens of " + std::to_string(plan.limits.maxSequence) + " positions");
+                    " bytes cannot hold the tokens of " + std::to_string(plan.limits.maxSequence) +
+                    " positions");
   validateBinding(plan, plan.logits, what + ": logits");
   validateDispatches(plan, plan.prefill, what, "prefill");
   validateDispatches(plan, plan.decode, what, "decode");

@@ -42,7 +42,7 @@ namespace {
 nlohmann::json parseJson(const std::string &text, const std::string &name) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error &e) {
+  } catch (const nlohmann::json::exception &e) {
     throw TokenizerError(name + ": not valid JSON (" + e.what() + ")");
   }
 }
@@ -85,7 +85,7 @@ nlohmann::json parseTokenizerJson(const std::string &text, const std::string &na
   };
   try {
     return nlohmann::json::parse(text, callback);
-  } catch (const nlohmann::json::parse_error &e) {
+  } catch (const nlohmann::json::exception &e) {
     throw TokenizerError(name + ": not valid JSON (" + e.what() + ")");
   }
 }

@@ -71,6 +71,40 @@ std::string offsetPairText(uint64_t begin, uint64_t end) {
   return s;
 }
 
+// A JSON value for a message: what dump() gives, cut after `limit` characters. dump() recurses once per level
+// of nesting, so a hostile header of deeply nested arrays would overflow the stack; this recurses only while
+// the text grows, at most `limit` levels.
+void appendShortJson(std::string &out, const json &value, size_t limit) {
+  if (value.is_array() || value.is_object()) {
+    bool isArray = value.is_array();
+    out += isArray ? '[' : '{';
+    bool first = true;
+    for (auto it = value.begin(); it != value.end() && out.size() <= limit; ++it) {
+      if (!first) out += ',';
+      first = false;
+      if (!isArray) {
+        out += json(it.key()).dump();
+        out += ':';
+      }
+      appendShortJson(out, it.value(), limit);
+    }
+    out += isArray ? ']' : '}';
+    return;
+  }
+  out += value.dump();
+}
+
+std::string shortJson(const json &value) {
+  constexpr size_t kLimit = 80;
+  std::string text;
+  appendShortJson(text, value, kLimit);
+  if (text.size() > kLimit) {
+    text.resize(kLimit);
+    text += "...";
+  }
+  return text;
+}
+
 // Reads a non-negative JSON integer that fits in int64 (shape dims and offsets).
 std::optional<uint64_t> nonNegativeInteger(const json &j) {
   if (!j.is_number_unsigned()) return std::nullopt;
@@ -261,7 +295,7 @@ SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
       for (const json &dim : *shapeIt) {
         std::optional<uint64_t> d = nonNegativeInteger(dim);
         if (!d)
-          throw WeightError(where + ": shape " + shapeIt->dump() +
+          throw WeightError(where + ": shape " + shortJson(*shapeIt) +
                             " has an entry that is not a non-negative integer");
         shape.push_back(int64_t(*d));
       }
@@ -272,7 +306,8 @@ SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
       std::optional<uint64_t> begin = nonNegativeInteger((*offsetsIt)[0]);
       std::optional<uint64_t> end = nonNegativeInteger((*offsetsIt)[1]);
       if (!begin || !end)
-        throw WeightError(where + ": data_offsets " + offsetsIt->dump() + " are not non-negative integers");
+        throw WeightError(where + ": data_offsets " + shortJson(*offsetsIt) +
+                          " are not non-negative integers");
       std::string offsetsText = offsetPairText(*begin, *end);
       if (*begin > *end)
         throw WeightError(where + ": data_offsets " + offsetsText + " end before they begin");

@@ -267,6 +267,11 @@ TEST(ChatTemplate, ConfigWithoutATemplate) {
               ChatTemplate::fromTokenizerConfigJson("{ nope", "broken.json");
             }).find("broken.json: not valid JSON"),
             std::string::npos);
+  // A number beyond a double's range is nlohmann's out_of_range, which escaped before.
+  EXPECT_NE(errorOf([] {
+              ChatTemplate::fromTokenizerConfigJson(R"({"chat_template": "x", "n": 1e999})", "huge.json");
+            }).find("huge.json: not valid JSON"),
+            std::string::npos);
 }
 
 TEST(ChatTemplate, ListOfNamedTemplates) {

@@ -911,6 +911,32 @@ TEST(FrontendErrors, WrongTypes) {
   expectConfigError(longRope, "key 'rope_scaling.short_factor' must be a list of numbers");
 }
 
+// Found by fuzz-config: a value of arrays nested 200000 deep overflowed the stack while the message quoting
+// it was written, as json::dump recurses once per level. The message now quotes only its start.
+TEST(FrontendErrors, DeeplyNestedValueGivesAShortMessage) {
+  std::string deep = std::string(200'000, '[') + std::string(200'000, ']');
+  auto withText = [](const std::string &key, const std::string &valueText) {
+    json config = fixtureConfig("llama-tiny");
+    config.erase(key);
+    std::string text = config.dump();
+    return text.substr(0, text.size() - 1) + ",\"" + key + "\":" + valueText + "}";
+  };
+  for (const char *key : {"hidden_size", "rope_scaling", "eos_token_id"}) {
+    try {
+      gerbil::resolveModel(withText(key, deep), "config.json");
+      ADD_FAILURE() << key << ": no error";
+    } catch (const FrontendError &error) {
+      std::string message = error.what();
+      EXPECT_NE(message.find("key '" + std::string(key) + "' must be "), std::string::npos) << message;
+      EXPECT_NE(message.find(", got " + std::string(60, '[') + "..."), std::string::npos) << message;
+    }
+  }
+  // Short values are quoted whole, as before.
+  expectFrontendError(
+      [&] { gerbil::resolveModel(withText("hidden_size", R"([1, {"a": [2]}])"), "config.json"); },
+      R"(must be an integer, got [1,{"a":[2]}])");
+}
+
 TEST(FrontendErrors, NonPositiveSizes) {
   json config = fixtureConfig("llama-tiny");
   config["hidden_size"] = 0;
@@ -1110,7 +1136,7 @@ TEST(FrontendRegistry, ExtraSpecsAddAndOverride) {
   options.extraSpecDir = dir.path().string();
 
   auto entries = gerbil::listArchitectures(options.extraSpecDir);
-  EXPECT_EQ(entries.size(), 8u);  // seven built-in families and foo
+  EXPECT_EQ(entries.size(), 8u); // seven built-in families and foo
   json config = fixtureConfig("llama-tiny");
   ModelDescription builtin = resolve(config);
   ModelDescription overridden = resolve(config, options);

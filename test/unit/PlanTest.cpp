@@ -327,7 +327,8 @@ TEST(Plan, WrongVersionMessage) {
   auto [manifest, blob] = split(serialize(makePlan()));
   std::vector<uint8_t> bytes = forge(manifest, blob, 7);
   EXPECT_EQ(errorOf([&] { deserialize(bytes.data(), bytes.size(), "plan.bin"); }),
-            "plan.bin: format version 7, this gerbil reads version " + std::to_string(kFormatVersion) + ": recompile with this gerbilc");
+            "plan.bin: format version 7, this gerbil reads version " + std::to_string(kFormatVersion) +
+                ": recompile with this gerbilc");
   // The version is checked before the checksum: an old file gets the useful message, not "corrupt".
   bytes[bytes.size() - 1] ^= 1;
   EXPECT_NE(errorOf([&] { deserialize(bytes.data(), bytes.size(), "plan.bin"); }).find("format version 7"),
@@ -408,6 +409,21 @@ TEST(Plan, ManifestKernelOutsideBlob) {
   message =
       manifestError([](json &m) { m["kernels"][1]["spirvOffset"] = std::numeric_limits<uint64_t>::max(); });
   EXPECT_NE(message.find("outside the blob"), std::string::npos) << message;
+}
+
+// Found reading the reader while fuzzing: kernels whose ranges overlap made the reader copy the blob once per
+// kernel, so a plan of a few megabytes could ask for gigabytes. serialize never shares words between kernels.
+TEST(Plan, ManifestKernelsCannotShareWords) {
+  std::string message = manifestError([](json &m) {
+    uint64_t blobWords = 0;
+    for (const json &k : m["kernels"]) blobWords += k["spirvWords"].get<uint64_t>();
+    for (json &k : m["kernels"]) {
+      k["spirvOffset"] = 0;
+      k["spirvWords"] = blobWords;
+    }
+  });
+  EXPECT_NE(message.find("'kernels[1]' SPIR-V words [0, +"), std::string::npos) << message;
+  EXPECT_NE(message.find("kernels may not share words"), std::string::npos) << message;
 }
 
 TEST(Plan, ManifestThatBreaksValidationIsRejected) {

@@ -285,6 +285,26 @@ TEST(Safetensors, BadDtypeAndShape) {
   EXPECT_TRUE(contains(message, "__metadata__ is not a JSON object")) << message;
 }
 
+// Found by fuzz-safetensors: a shape (or an offset) of arrays nested 200000 deep overflowed the stack while
+// the message was written, as json::dump recurses once per level. The message now shows only the start of it.
+TEST(Safetensors, DeeplyNestedValuesGiveAShortMessage) {
+  TempDir dir;
+  constexpr size_t kDepth = 200'000;
+  std::string deep = std::string(kDepth, '[') + std::string(kDepth, ']');
+  std::string message =
+      openError(dir, R"({"w": {"dtype": "U8", "shape": )" + deep + R"(, "data_offsets": [0, 1]}})", {0});
+  EXPECT_TRUE(contains(message, "tensor 'w': shape [[[[[[[[")) << message.substr(0, 300);
+  EXPECT_LT(message.size(), 300u);
+  message =
+      openError(dir, R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [)" + deep + R"(, 1]}})", {0});
+  EXPECT_TRUE(contains(message, "tensor 'w': data_offsets [[[[[[[[")) << message.substr(0, 300);
+  EXPECT_TRUE(contains(message, "... are not non-negative integers")) << message.substr(0, 300);
+  // Short values are shown whole, as before.
+  message =
+      openError(dir, R"({"w": {"dtype": "U8", "shape": [2, {"a": [-1]}], "data_offsets": [0, 1]}})", {0});
+  EXPECT_TRUE(contains(message, R"(shape [2,{"a":[-1]}] has an entry)")) << message;
+}
+
 TEST(Safetensors, EveryTruncationIsRejected) {
   TempDir dir;
   std::string path = dir.file("full.safetensors");

@@ -405,6 +405,10 @@ TEST(TokenizerErrors, GarbledFiles) {
   expectError("", "not valid JSON");
   expectError("{\"model\": ", "not valid JSON");
   expectError("[1, 2]", "is not a JSON object");
+  // Found by fuzz-tokenizer: a number too large for a double is nlohmann's out_of_range, not a parse_error,
+  // and escaped as an uncaught exception (in the vocabulary, and anywhere else in the file).
+  expectError(withModel(R"({"type": "BPE", "vocab": {"a": 11e3088}, "merges": []})"), "not valid JSON");
+  expectError(R"({"added_tokens": [{"id": 11e3088}]})", "not valid JSON");
   expectError("{}", "model is missing");
   expectError(withModel(R"({"type": "WordPiece", "vocab": {}})"), "model.type 'WordPiece' is not supported");
   expectError(withModel(R"({"type": 3, "vocab": {}, "merges": []})"),

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -447,4 +449,39 @@ TEST(VulkanValidation, WorkloadReportsNoErrors) {
   if (!layerPresent)
     GTEST_SKIP() << "VK_LAYER_KHRONOS_validation is not installed; the workload ran unchecked";
   EXPECT_EQ(Context::validationErrorsInProcess(), errorsBefore);
+}
+
+// The suite's other checks rely on this: an invalid call (a buffer with no usage) is counted and turns into
+// the VulkanError that gerbil-exec reports with exit code 4. It runs in a child process, whose stderr (the
+// layer's "vulkan validation: ..." line) gtest keeps, so the message does not fail this test through ctest's
+// FAIL_REGULAR_EXPRESSION.
+TEST(VulkanValidationDeathTest, AnInvalidCallIsCountedAndThrown) {
+  {
+    ContextOptions options;
+    options.validation = true;
+    CONTEXT_OR_SKIP(ctx, options);
+    if (!ctx->validationEnabled()) GTEST_SKIP() << "VK_LAYER_KHRONOS_validation is not installed";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto invalidCall = [] {
+    ContextOptions options;
+    options.validation = true;
+    Context ctx(options);
+    VkBufferCreateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    info.size = 16;
+    info.usage = 0; // VUID-VkBufferCreateInfo-usage-requiredbitmask
+    info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    if (vkCreateBuffer(ctx.device(), &info, nullptr, &buffer) == VK_SUCCESS)
+      vkDestroyBuffer(ctx.device(), buffer, nullptr);
+    try {
+      throwIfValidationFailed(ctx);
+    } catch (const VulkanError &e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      std::_Exit(4);
+    }
+    std::_Exit(0);
+  };
+  EXPECT_EXIT(invalidCall(), testing::ExitedWithCode(4), "vulkan validation reported 1 error");
 }

@@ -5,6 +5,7 @@
 #include "runtime/chat/ChatTemplate.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/tokenizer/Tokenizer.h"
+#include "runtime/vulkan/Device.h"
 
 #include <iostream>
 
@@ -34,9 +35,17 @@ int main(int argc, char **argv) {
       return kUsage;
     }
     auto started = Clock::now();
-    if (!options.promptIds.empty() || app.count("--prompt-ids")) return runIds(options, started);
-    if (options.chat) return runChat(options, started);
-    return runPrompt(options, started);
+    int code = kOk;
+    if (!options.promptIds.empty() || app.count("--prompt-ids"))
+      code = runIds(options, started);
+    else if (options.chat)
+      code = runChat(options, started);
+    else
+      code = runPrompt(options, started);
+    // With GERBIL_VK_VALIDATION=1 (the test suite), a run the validation layer objected to fails with exit
+    // code 4 even though its output may look right. Checked after the model is gone, so leaks count too.
+    gerbil::vk::throwIfValidationFailed();
+    return code;
   } catch (const gerbil::plan::PlanError &e) {
     return fail(e, kBadInput);
   } catch (const gerbil::weights::WeightError &e) {

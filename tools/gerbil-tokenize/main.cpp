@@ -37,7 +37,7 @@ std::string encodeLine(const gerbil::tokenizer::Tokenizer &tokenizer, const std:
   nlohmann::json value;
   try {
     value = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error &) {
+  } catch (const nlohmann::json::exception &) {
     throw LineError("not valid JSON (expected a JSON string such as \"Hello\")");
   }
   if (!value.is_string()) throw LineError("expected a JSON string, got " + std::string(value.type_name()));
@@ -50,7 +50,7 @@ std::string decodeLine(const gerbil::tokenizer::Tokenizer &tokenizer, const std:
   nlohmann::json value;
   try {
     value = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error &) {
+  } catch (const nlohmann::json::exception &) {
     throw LineError("not valid JSON (expected an array of token ids such as [9707, 1879])");
   }
   if (!value.is_array())
