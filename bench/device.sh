@@ -36,5 +36,9 @@ if [ -z "${SKIP_TRANSFORMERS:-}" ]; then
   for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do configs="$configs test/fixtures/configs/$model.json"; done
   timeout 400 python3 bench/transformers_baseline.py $configs > $R/transformers.json 2> $R/transformers.err
 fi
+# The dated section of BENCHMARKS.md, written into this copy of the repo and sent back with the results
+# (bench/collect.sh puts both in place on the build machine).
+python3 bench/report.py $R --commit "$(cat $D/commit 2>/dev/null || echo unknown)" --title "${BENCH_TITLE:-}" \
+  --write BENCHMARKS.md && cp BENCHMARKS.md $R/BENCHMARKS.md
 tar czf "$OUT/results.tgz" -C $R .
 ls -la $R

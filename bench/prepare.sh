@@ -9,6 +9,7 @@ build=${BUILD_DIR:-build}
 cmake --build "$build" --target gerbilc gerbil-exec gerbil-bench gerbil-random-weights
 D=.device
 mkdir -p $D/bin $D/plans $D/gl $D/specs
+git rev-parse --short HEAD > $D/commit
 cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights} $D/bin/
 # The runtime's shared libraries beyond glibc and libstdc++ (the GPU machine has no Debian packages of them).
 mkdir -p $D/lib

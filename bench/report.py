@@ -1,23 +1,116 @@
 #!/usr/bin/env python3
-"""Turns the results of bench/device.sh (results.tgz unpacked into a folder) into the table of
-BENCHMARKS.md. usage: report.py RESULTS_DIR COMMIT > table.md"""
-import glob, json, os, sys
+"""Turns the results of bench/device.sh (a folder: machine.txt, MODEL.gerbil.json, transformers.json,
+fixtures.json) into a dated section of BENCHMARKS.md.
 
-results, commit = sys.argv[1], sys.argv[2]
-transformers = {}
-for path in glob.glob(os.path.join(results, "transformers*.json")):
-    data = json.load(open(path))
-    copy = data["copy_tb_per_s"]
-    for m in data["models"]:
-        transformers[os.path.basename(m["config"]).removesuffix(".json")] = m
-print("| model | weight GB/token | roofline (copy BW) | gerbil decode | gerbil GB/s | transformers decode | gerbil prefill 512 | transformers prefill 512 |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-for path in sorted(glob.glob(os.path.join(results, "*.gerbil.json"))):
-    g = json.load(open(path))
-    name = os.path.basename(path).split(".gerbil")[0].rsplit(".2026", 1)[0]
-    gb = g["weight_bytes"] / 1e9
-    t = transformers.get(name, {})
-    print(f"| {name} | {gb:.2f} | {copy * 1e3 / gb:.0f} tok/s | {g['decode']['tokens_per_s']:.0f} tok/s "
-          f"({g['decode']['ms_per_token']:.2f} ms) | {g['decode']['weight_gb_per_s']:.0f} | "
-          f"{t.get('decode_tokens_per_s', 0):.0f} tok/s | {g['prefill']['ms']:.1f} ms | {t.get('prefill_512_ms', 0):.1f} ms |")
-print(f"\ncopy bandwidth (torch, read + write): {copy:.2f} TB/s; commit {commit}")
+usage: report.py RESULTS_DIR [--commit C] [--title T] [--write BENCHMARKS.md]
+
+Without --write the section goes to stdout. With it, the section is put in the file right after its
+introduction (before the first '## ' section), so that the newest measurement comes first; a section of the
+same date, commit and title already there is replaced, so a re-run does not add a duplicate.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+
+# Figures of other engines on the same card (../shared/docs/device-vulkan.md): they are not re-measured here.
+LLAMA_CPP = {"llama-3-8b": ("173 tok/s", "43.8 ms"), "llama-3.2-1b": ("626–664 tok/s", "10.7 ms")}
+TARGETS = {"llama-3-8b": ("240", "25"), "llama-3.2-1b": ("1200", "8"), "qwen2.5-0.5b": ("2000", "6")}
+ORDER = ["llama-3-8b", "llama-3.2-1b", "qwen2.5-0.5b"]
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def model_name(path):
+    return os.path.basename(path).split(".gerbil")[0]
+
+
+def section(results, commit, title):
+    machine = open(os.path.join(results, "machine.txt")).read().split("\n") if os.path.exists(
+        os.path.join(results, "machine.txt")) else ["", ""]
+    date = machine[0][:10] or "unknown date"
+    fields = [f.strip() for f in machine[1].split(",")] if len(machine) > 1 else []
+    gpu = f"{fields[0]} (driver {fields[1]})" if len(fields) >= 2 else "unknown GPU"
+    transformers = load_json(os.path.join(results, "transformers.json")) or {}
+    copy_tb = transformers.get("copy_tb_per_s")
+    baseline = {os.path.basename(m["config"]).removesuffix(".json"): m for m in transformers.get("models", [])}
+    runs = {model_name(p): load_json(p) for p in glob.glob(os.path.join(results, "*.gerbil.json"))}
+    names = [n for n in ORDER if n in runs] + sorted(n for n in runs if n not in ORDER)
+
+    out = [f"## {date} — {gpu}, commit {commit}{' — ' + title if title else ''}", ""]
+    out += ["```", "bench/prepare.sh, then on the GPU machine: bash bench/device.sh   (carry .device)",
+            "gerbilc CONFIG -o MODEL.plan --dtype f16 --max-seq 1024 --prefill-chunk 512 "
+            + os.environ.get("GERBILC_FLAGS", "").strip(),
+            "gerbil-bench MODEL.plan --weights RANDOM_F16_DIR --profile --json", "```", ""]
+    out += ["| model | dispatches / token | gerbil decode | weight GB/s | % of roofline | target | llama.cpp |"
+            " transformers | gerbil prefill 512 | target | llama.cpp | transformers |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name in names:
+        g = runs[name]
+        if not g or "decode" not in g:
+            out.append(f"| {name} | failed: see bench/results | | | | | | | | | | |")
+            continue
+        decode, prefill = g["decode"], g["prefill"]
+        gb = g["weight_bytes"] / 1e9
+        roofline = f"{decode['tokens_per_s'] / (copy_tb * 1e3 / gb) * 100:.0f}%" if copy_tb else "?"
+        t = baseline.get(name, {})
+        lc = LLAMA_CPP.get(name, ("–", "–"))
+        target = TARGETS.get(name, ("–", "–"))
+        t_decode = f"{t['decode_tokens_per_s']:.0f} tok/s" if t else "–"
+        t_prefill = f"{t['prefill_512_ms']:.1f} ms" if t else "–"
+        out.append(f"| {name} | {g.get('dispatches_per_decode_token', '?')} | {decode['tokens_per_s']:.0f} tok/s "
+                   f"({decode['ms_per_token']:.2f} ms) | {decode['weight_gb_per_s']:.0f} | {roofline} | "
+                   f"≥ {target[0]} | {lc[0]} | {t_decode} | {prefill['ms']:.1f} ms | ≤ {target[1]} ms | {lc[1]} | "
+                   f"{t_prefill} |")
+    out.append("")
+    if copy_tb:
+        out.append(f"Roofline = weight bytes per decode token ÷ copy bandwidth ({copy_tb:.2f} TB/s, torch, read + "
+                   "write counted, measured in the same call).")
+    fixtures = load_json(os.path.join(results, "fixtures.json"))
+    if isinstance(fixtures, list) and fixtures:
+        failed = [f"{r['fixture']} {r['dtype']}" for r in fixtures if not r.get("passed")]
+        worst = {d: max((max(r["prefill_max_abs"], r["decode_max_abs"]) for r in fixtures if r["dtype"] == d),
+                        default=0) for d in ("f32", "f16")}
+        verdict = "all pass" if not failed else "FAILED: " + ", ".join(failed)
+        out.append(f"Fixtures against transformers on this GPU ({len(fixtures)} runs): {verdict}; max |Δlogit| "
+                   f"{worst['f32']:.1e} in f32 (tolerance 1e-3), {worst['f16']:.3f} in f16 (tolerance 0.1).")
+    out.append("")
+    return date, "\n".join(out)
+
+
+def splice(path, date, text, heading):
+    old = open(path).read() if os.path.exists(path) else "# Benchmarks\n\n"
+    parts = re.split(r"(?m)^(?=## )", old)
+    intro, sections = parts[0], parts[1:]
+    sections = [s for s in sections if s.split("\n", 1)[0] != heading]
+    with open(path, "w") as f:
+        f.write(intro + text + "\n" + "".join(sections))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results")
+    parser.add_argument("--commit", default="unknown")
+    parser.add_argument("--title", default="")
+    parser.add_argument("--write", metavar="BENCHMARKS.md")
+    args = parser.parse_args()
+    if not os.path.isdir(args.results):
+        sys.exit(f"report.py: {args.results}: not a folder of results")
+    date, text = section(args.results, args.commit, args.title)
+    if args.write:
+        splice(args.write, date, text, text.split("\n", 1)[0])
+        print(f"report.py: wrote the {date} section into {args.write}")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
