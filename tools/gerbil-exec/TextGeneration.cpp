@@ -62,6 +62,10 @@ TextModel loadTextModel(const Options &options) {
 TextReply generateText(exec::Executor &executor, const tokenizer::Tokenizer &tokenizer,
                        const std::vector<int32_t> &prompt, const TextRequest &request, std::FILE *stream) {
   tokenizer::StreamDecoder decoder(tokenizer, /*skipSpecialTokens=*/true);
+  // What transformers' decode does with tokenizer_config.json's clean_up_tokenization_spaces.
+  const bool cleanUp = tokenizer.cleanUpTokenizationSpaces();
+  tokenizer::CleanUpStream cleaner;
+  auto clean = [&](const std::string &text) { return cleanUp ? cleaner.push(text) : text; };
   StopStrings stops(request.stopStrings);
   TextReply reply;
   auto show = [&](const std::string &text) {
@@ -86,11 +90,15 @@ TextReply generateText(exec::Executor &executor, const tokenizer::Tokenizer &tok
     if (token < 0 || token >= tokenizer.vocabSize())
       throw exec::RuntimeError("the model generated token id " + std::to_string(token) +
                                ", which the tokenizer '" + tokenizer.name() + "' does not have");
-    show(stops.push(decoder.push(token)));
+    show(stops.push(clean(decoder.push(token))));
     return !stops.stopped();
   };
   reply.generation = exec::generate(executor, prompt, generation);
-  if (!stops.stopped()) show(stops.push(decoder.finish()));
+  if (!stops.stopped()) {
+    std::string rest = clean(decoder.finish());
+    if (cleanUp) rest += cleaner.finish();
+    show(stops.push(rest));
+  }
   show(stops.finish());
   reply.stopReason = stops.stopped() ? "stop_string" : reply.generation.stopReason;
   return reply;

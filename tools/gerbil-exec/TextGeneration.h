@@ -43,7 +43,8 @@ struct TextRequest {
 
 struct TextReply {
   exec::GenerationResult generation;
-  std::string text;       // decoded without special tokens, cut before a stop string
+  std::string text;       // decoded without special tokens (and cleaned up as the tokenizer config says),
+                          // cut before a stop string
   std::string stopReason; // length | stop_token | stop_string
 };
 
