@@ -13,6 +13,12 @@ void addOptions(CLI::App &app, Options &o) {
                "Chat: read user messages from stdin, one a line, and answer each through the chat template "
                "(/exit or end of input ends, /reset starts over)");
   app.add_option("--system", o.system, "The system message of --chat");
+  app.add_option(
+      "--template-var", o.templateVars,
+      "--chat: a variable for the chat template, NAME=JSON (repeatable), e.g. enable_thinking=false "
+      "or 'date_string=\"1 May 2025\"'");
+  app.add_flag("--no-thinking", o.noThinking,
+               "--chat: the same as --template-var enable_thinking=false (Qwen3 answers without thinking)");
   app.add_option("--tokenizer", o.tokenizer, "tokenizer.json (default: the one in the weights folder)");
   app.add_option("--stop", o.stops,
                  "Stop when the text contains this string (repeatable; the string is not printed)");
@@ -56,10 +62,39 @@ std::string checkOptions(const CLI::App &app, const Options &o) {
   if (!ids && o.stopAtEos)
     return "--stop-at-eos is for --prompt-ids: text modes stop at end-of-sequence tokens anyway";
   if (app.count("--system") && !o.chat) return "--system needs --chat";
+  for (const char *chatOnly : {"--template-var", "--no-thinking"})
+    if (app.count(chatOnly) && !o.chat) return std::string(chatOnly) + " needs --chat";
+  try {
+    (void)templateVariables(o);
+  } catch (const std::invalid_argument &e) {
+    return e.what();
+  }
   if (o.chat && !o.dumpLogits.empty()) return "--dump-logits cannot be used with --chat";
   for (const std::string &stop : o.stops)
     if (stop.empty()) return "--stop: the stop string is empty";
   return "";
+}
+
+nlohmann::ordered_json templateVariables(const Options &o) {
+  nlohmann::ordered_json variables = nlohmann::ordered_json::object();
+  if (o.noThinking) variables["enable_thinking"] = false;
+  for (const std::string &assignment : o.templateVars) {
+    size_t equals = assignment.find('=');
+    std::string name = assignment.substr(0, equals);
+    if (equals == std::string::npos || name.empty())
+      throw std::invalid_argument("--template-var '" + assignment + "': expected NAME=VALUE");
+    if (name == "messages" || name == "add_generation_prompt")
+      throw std::invalid_argument("--template-var '" + assignment + "': '" + name +
+                                  "' is set by the chat itself");
+    nlohmann::ordered_json value =
+        nlohmann::ordered_json::parse(assignment.substr(equals + 1), nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded())
+      throw std::invalid_argument(
+          "--template-var '" + assignment +
+          "': the value is not JSON (true, false, 3, \"text in quotes\", [...], {...})");
+    variables[name] = std::move(value);
+  }
+  return variables;
 }
 
 } // namespace gerbil::tool
