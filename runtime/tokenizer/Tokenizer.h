@@ -61,6 +61,10 @@ private:
   friend class StreamDecoder;
 };
 
+// The offset of the first byte of `text` that starts no valid UTF-8 character, or nullopt when it is all
+// valid (encode() refuses text that is not).
+std::optional<size_t> firstInvalidUtf8(std::string_view text);
+
 // transformers' clean_up_tokenization: " ." -> "." and the like, " n't" -> "n't", ...
 std::string cleanUpTokenizationSpaces(std::string text);
 

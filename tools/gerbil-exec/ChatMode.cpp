@@ -3,6 +3,7 @@
 // holds are fed again (the last reply token, which generation leaves out of the cache, and the new turn; or
 // more, when the template renders earlier turns differently once there is a new one). When the conversation
 // outgrows the plan's --max-seq, its oldest exchanges are dropped (the system message stays).
+#include "tools/gerbil-exec/Interrupt.h"
 #include "tools/gerbil-exec/LoadedModel.h"
 #include "tools/gerbil-exec/Modes.h"
 #include "tools/gerbil-exec/TextGeneration.h"
@@ -98,19 +99,28 @@ int runChat(const Options &options, Clock::time_point started) {
   std::vector<chat::ChatMessage> messages;
   if (!options.system.empty()) messages.push_back({"system", options.system});
   const size_t kept = messages.size(); // the system message is never dropped
+  catchInterrupts();
   bool toldAboutDropping = false;
   // The tokens whose keys and values the cache holds: executor.position() of them.
   std::vector<int32_t> cached;
   for (int turn = 0;;) {
     if (terminal) std::fprintf(stderr, "> ");
     std::string line;
-    if (!std::getline(std::cin, line)) {
+    waitingForInput(true);
+    bool gotLine = static_cast<bool>(std::getline(std::cin, line));
+    waitingForInput(false);
+    if (!gotLine) {
       if (terminal) std::fprintf(stderr, "\n");
       break;
     }
-    if (line == "/exit") break;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
+    if (line == "/exit") break;
+    if (line.find_first_not_of(" \t\v\f") == std::string::npos) continue; // a blank line says nothing
+    if (auto bad = tokenizer::firstInvalidUtf8(line)) {
+      std::fprintf(stderr, "gerbil-exec: this message is not UTF-8 text (byte %zu is not): it is ignored\n",
+                   *bad + 1);
+      continue;
+    }
     if (line == "/reset") {
       messages.resize(kept);
       cached.clear();
@@ -159,6 +169,8 @@ int runChat(const Options &options, Clock::time_point started) {
     request.sampling.context = ids;
     request.stopTokenIds = model.stopTokenIds;
     request.stopStrings = options.stops;
+    request.interruptible = true;
+    clearInterrupt(); // a Ctrl-C after the last reply had ended is no part of this one
     TextReply reply = generateText(executor, model.tokenizer, feed, request, options.json ? nullptr : stdout);
     messages.push_back({"assistant", reply.text});
     cached = ids;

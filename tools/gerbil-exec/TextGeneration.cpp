@@ -1,6 +1,7 @@
 #include "tools/gerbil-exec/TextGeneration.h"
 
 #include "tools/gerbil-exec/Common.h"
+#include "tools/gerbil-exec/Interrupt.h"
 #include "tools/gerbil-exec/LoadedModel.h"
 #include "tools/gerbil-exec/StopStrings.h"
 
@@ -91,6 +92,10 @@ TextReply generateText(exec::Executor &executor, const tokenizer::Tokenizer &tok
       throw exec::RuntimeError("the model generated token id " + std::to_string(token) +
                                ", which the tokenizer '" + tokenizer.name() + "' does not have");
     show(stops.push(clean(decoder.push(token))));
+    if (request.interruptible && interrupted()) {
+      reply.stopReason = "interrupted";
+      return false;
+    }
     return !stops.stopped();
   };
   reply.generation = exec::generate(executor, prompt, generation);
@@ -100,7 +105,8 @@ TextReply generateText(exec::Executor &executor, const tokenizer::Tokenizer &tok
     show(stops.push(rest));
   }
   show(stops.finish());
-  reply.stopReason = stops.stopped() ? "stop_string" : reply.generation.stopReason;
+  if (reply.stopReason.empty())
+    reply.stopReason = stops.stopped() ? "stop_string" : reply.generation.stopReason;
   return reply;
 }
 
