@@ -1,47 +1,8 @@
 #include "tools/gerbil-exec/Options.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
+#include "tools/CliHelpers.h"
 
 namespace gerbil::tool {
-namespace {
-
-// A number at least `low` (above it when `strict`) and at most `high`, with a message a person can read
-// (CLI11's own range checks print the largest double in full).
-CLI::Validator number(double low, bool strict, double high = std::numeric_limits<double>::infinity()) {
-  std::string wanted = std::isinf(high)
-                           ? (strict ? "more than " : "at least ") + CLI::detail::to_string(low)
-                           : "from " + CLI::detail::to_string(low) + " to " + CLI::detail::to_string(high);
-  return CLI::Validator(
-      [=](std::string &text) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(text, value) || std::isnan(value))
-          return "'" + text + "' is not a number";
-        if (value < low || (strict && value == low) || value > high)
-          return "must be " + wanted + ", not " + text;
-        return "";
-      },
-      ""); // the help says what is valid
-}
-
-// Edit distance, for "did you mean".
-size_t distance(const std::string &a, const std::string &b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-} // namespace
 
 void addOptions(CLI::App &app, Options &o) {
   app.add_option("plan", o.plan, "The plan written by gerbilc");
@@ -66,21 +27,21 @@ void addOptions(CLI::App &app, Options &o) {
   app.add_flag("--ignore-eos", o.ignoreEos,
                "Text modes: run all --max-new-tokens, past end-of-sequence tokens");
   app.add_option("--max-new-tokens", o.maxNewTokens, "Tokens to generate after the prompt (per chat turn)")
-      ->check(number(0, false))
+      ->check(cli::number(0, false))
       ->capture_default_str();
   app.add_option("--temperature", o.sampling.temperature, "Sampling temperature; 0 is greedy")
-      ->check(number(0, false))
+      ->check(cli::number(0, false))
       ->capture_default_str();
   app.add_option("--top-k", o.sampling.topK, "Sample among the k most likely tokens (0: all)")
-      ->check(number(0, false));
+      ->check(cli::number(0, false));
   app.add_option("--top-p", o.sampling.topP, "Sample within cumulative probability p")
-      ->check(number(0, false, 1));
+      ->check(cli::number(0, false, 1));
   app.add_option("--min-p", o.sampling.minP,
                  "Drop tokens less likely than p times the most likely one (0: off)")
-      ->check(number(0, false, 1));
+      ->check(cli::number(0, false, 1));
   app.add_option("--repetition-penalty", o.sampling.repetitionPenalty,
                  "Penalise tokens already in the prompt or output (transformers' semantics; 1: off)")
-      ->check(number(0, true));
+      ->check(cli::number(0, true));
   app.add_option("--seed", o.sampling.seed, "Seed of the sampler");
   app.add_flag("--stop-at-eos", o.stopAtEos,
                "--prompt-ids: stop after an end-of-sequence token (else run all --max-new-tokens)");
@@ -100,23 +61,7 @@ void addOptions(CLI::App &app, Options &o) {
       "chat.\n"
       "Exit codes: 0 success, 2 usage, 3 bad input (config, plan, weights, tokenizer, chat template), "
       "4 device or Vulkan error, 5 I/O, 130 ended by Ctrl-C.");
-  app.failure_message([](const CLI::App *failed, const CLI::Error &error) {
-    std::string message = "gerbil-exec: error: " + std::string(error.what());
-    if (dynamic_cast<const CLI::ExtrasError *>(&error))
-      for (const std::string &argument : failed->remaining()) {
-        if (argument.rfind("--", 0) != 0) continue;
-        std::string name = argument.substr(0, argument.find('=')), best;
-        size_t bestDistance = 3; // a typo, not another word
-        for (const CLI::Option *option : failed->get_options())
-          for (const std::string &longName : option->get_lnames())
-            if (size_t d = distance(name, "--" + longName); d < bestDistance) {
-              bestDistance = d;
-              best = "--" + longName;
-            }
-        if (!best.empty()) message += "\n  " + name + ": did you mean " + best + "?";
-      }
-    return message + "\nRun with --help for more information.\n";
-  });
+  app.failure_message(cli::failureMessage("gerbil-exec"));
 }
 
 std::string checkOptions(const CLI::App &app, const Options &o) {
