@@ -64,6 +64,13 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
           << " learned positions of " << options.configPath << "\n";
       return kExitBadInput;
     }
+    // Kernels index the KV cache of a layer with 32-bit integers.
+    if (int64_t perLayer = maxSequence * model.numKVHeads * model.headDim; perLayer > (int64_t(1) << 32) - 1) {
+      err << "gerbilc: error: --max-seq " << maxSequence << " makes a KV cache of " << perLayer
+          << " elements per layer for " << options.configPath
+          << ", more than a kernel can index (2^32); use a smaller --max-seq\n";
+      return kExitBadInput;
+    }
     int64_t prefillChunk = options.prefillChunk > 0 ? options.prefillChunk : std::min<int64_t>(maxSequence, 256);
     if (prefillChunk > maxSequence) prefillChunk = maxSequence;
 

@@ -32,6 +32,15 @@ std::string quotedList(const std::vector<std::string> &items) {
   return join(quoted);
 }
 
+// Kernels index tensors with 32-bit integers: no size may reach 2^31, no weight 2^32 elements. A config
+// that claims more is garbled or lying; refusing it here keeps the compiler from building (or allocating)
+// something absurd.
+constexpr int64_t kLargestSize = (int64_t(1) << 31) - 1;
+constexpr int64_t kLargestWeightElements = (int64_t(1) << 32) - 1;
+// Far more than any released model has (the largest have about 130); a config with more is garbled, and
+// the compiler would spend its memory unrolling the layers.
+constexpr int64_t kMostLayers = 1024;
+
 // Resolves the spec's hyperparameters against the config on demand, so that defaults may refer to each other
 // ("head_dim: hidden_size / num_heads") in any order, and remembers which config key each came from so that
 // messages use the names the user sees.
@@ -57,11 +66,14 @@ public:
       value = evaluateDefault(name, *parameter.sizeDefault);
       resolving_.erase(name);
     }
-    if (*value <= 0) {
-      if (readFrom_.count(name))
-        config_.fail("key '" + readFrom_[name] + "' must be positive, got " + std::to_string(*value));
+    if (*value <= 0 || *value > kLargestSize) {
+      std::string problem = *value <= 0
+                                ? "must be positive, got " + std::to_string(*value)
+                                : "is " + std::to_string(*value) + ", more than gerbil compiles (at most " +
+                                      std::to_string(kLargestSize) + ")";
+      if (readFrom_.count(name)) config_.fail("key '" + readFrom_[name] + "' " + problem);
       config_.fail(keyName(name) + " (not in the config; the " + spec_.family + " spec's default " +
-                   parameter.sizeDefault->text() + ") must be positive, got " + std::to_string(*value));
+                   parameter.sizeDefault->text() + ") " + problem);
     }
     sizes_[name] = *value;
     return *value;
@@ -362,6 +374,9 @@ ModelDescription resolveWithSpec(const ArchSpec &spec, const ConfigReader &confi
   model.vocabSize = hyperparameters.size("vocab_size");
   model.maxPositionEmbeddings = hyperparameters.size("max_position_embeddings");
   model.normEps = hyperparameters.real("norm_eps");
+  if (model.numLayers > kMostLayers)
+    config.fail(hyperparameters.describeSize("num_layers") +
+                " is more layers than gerbil compiles (at most " + std::to_string(kMostLayers) + ")");
   if (model.numHeads % model.numKVHeads != 0)
     config.fail(hyperparameters.describeSize("num_kv_heads") + " does not divide " +
                 hyperparameters.describeSize("num_heads"));
@@ -395,6 +410,18 @@ ModelDescription resolveWithSpec(const ArchSpec &spec, const ConfigReader &confi
   model.bosTokenIds = resolveTokenIds(spec.bosTokens, config);
   model.eosTokenIds = resolveTokenIds(spec.eosTokens, config);
   model.weights = resolveWeights(spec, model, hyperparameters, config.fileName());
+  for (const WeightDescription &weight : model.weights) {
+    int64_t elements = 1;
+    std::string shape;
+    for (int64_t dimension : weight.shape) {
+      // Each dimension is below 2^31, so the product stays far from overflowing until it passes the limit.
+      elements = elements > kLargestWeightElements ? elements : elements * dimension;
+      shape += (shape.empty() ? "" : ", ") + std::to_string(dimension);
+    }
+    if (elements > kLargestWeightElements)
+      config.fail("the weight '" + weight.name + "' would be [" + shape +
+                  "], more elements than a kernel can index (2^32)");
+  }
 
   model.ignoredKeys = spec.ignoredKeys;
   // Tied checkpoints sometimes store the head anyway (a copy of embed_tokens); it is not a weight of the

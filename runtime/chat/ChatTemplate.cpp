@@ -39,7 +39,12 @@ nlohmann::ordered_json specialTokensOf(const nlohmann::ordered_json &config) {
 } // namespace
 
 ChatTemplate::ChatTemplate(const std::string &source, std::string name) : name_(std::move(name)) {
-  body_ = std::make_shared<const Body>(parseTemplate(tokenize(source, name_), name_));
+  std::vector<Token> tokens = tokenize(source, name_);
+  std::set<std::string> names;
+  for (const Token &token : tokens)
+    if (token.type == TokenType::Name) names.insert(token.text);
+  names_ = std::make_shared<const std::set<std::string>>(std::move(names));
+  body_ = std::make_shared<const Body>(parseTemplate(tokens, name_));
 }
 
 ChatTemplate ChatTemplate::fromTokenizerConfig(const std::string &path, const std::string &which) {

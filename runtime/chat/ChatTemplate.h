@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,12 +52,16 @@ public:
   std::string apply(const std::vector<ChatMessage> &messages, const ChatOptions &options = {}) const;
 
   const std::string &name() const { return name_; }
+  // Whether `identifier` appears in the template as a name (a variable, attribute, filter, ...): a variable
+  // it never mentions cannot change what it renders.
+  bool mentions(const std::string &identifier) const { return names_->count(identifier) > 0; }
   // Special tokens of the tokenizer config ("bos_token" → "<s>"); empty for a template made from a string.
   const nlohmann::ordered_json &specialTokens() const { return specialTokens_; }
 
 private:
   std::string name_;
   std::shared_ptr<const std::vector<std::unique_ptr<Stmt>>> body_; // the parsed template, shared by copies
+  std::shared_ptr<const std::set<std::string>> names_;             // every Name token of the source
   nlohmann::ordered_json specialTokens_ = nlohmann::ordered_json::object();
 };
 

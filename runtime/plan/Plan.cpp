@@ -689,8 +689,12 @@ Plan readFile(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw PlanError("cannot open " + path + ": " + std::strerror(errno));
   struct stat info;
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+  bool known = ::fstat(fd, &info) == 0;
+  if (!known || !S_ISREG(info.st_mode)) {
     ::close(fd);
+    if (known && S_ISDIR(info.st_mode)) // a model folder, most likely: the plan is what gerbilc makes of it
+      throw PlanError("cannot open " + path + ": it is a folder, not a plan (gerbilc " + path +
+                      "/config.json -o model.plan writes one)");
     throw PlanError("cannot open " + path + ": not a regular file");
   }
   if (uint64_t(info.st_size) > kMaxFileBytes) {

@@ -168,7 +168,7 @@ Tokenizer Tokenizer::fromJson(const std::string &text, const std::string &name, 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTokens,
                                        bool parseSpecialTokens) const {
   const Impl &impl = *impl_;
-  if (auto bad = firstInvalidUtf8(text))
+  if (auto bad = detail::firstInvalidUtf8(text))
     throw TokenizerError(impl.name + ": the text to encode is not valid UTF-8 (at byte " +
                          std::to_string(*bad) + ")");
   // 1. Added tokens that match the raw text (normalized=false: all special tokens of the usual models).
@@ -255,6 +255,10 @@ std::optional<int32_t> Tokenizer::configTokenId(std::string_view key) const {
 
 const std::string &Tokenizer::name() const {
   return impl_->name;
+}
+
+std::optional<size_t> firstInvalidUtf8(std::string_view text) {
+  return detail::firstInvalidUtf8(text);
 }
 
 std::string cleanUpTokenizationSpaces(std::string text) {

@@ -61,8 +61,26 @@ private:
   friend class StreamDecoder;
 };
 
+// The offset of the first byte of `text` that starts no valid UTF-8 character, or nullopt when it is all
+// valid (encode() refuses text that is not).
+std::optional<size_t> firstInvalidUtf8(std::string_view text);
+
 // transformers' clean_up_tokenization: " ." -> "." and the like, " n't" -> "n't", ...
 std::string cleanUpTokenizationSpaces(std::string text);
+
+// cleanUpTokenizationSpaces() of text that arrives in pieces (a streamed reply): push() returns the cleaned
+// text that no later piece can change and holds back the rest: a space while the next characters could still
+// make it part of " .", " ' ", " n't", ... The pieces concatenated, plus finish(), equal
+// cleanUpTokenizationSpaces() of all the text, and are cut only between whole UTF-8 characters.
+class CleanUpStream {
+public:
+  std::string push(std::string_view text);
+  std::string finish(); // what is still held back, cleaned
+  void reset() { pending_.clear(); }
+
+private:
+  std::string pending_; // the text since the last cut that no rewrite can cross
+};
 
 // Turns ids into text as they are generated: push() returns only text that is final, holding back a
 // character whose bytes are still incomplete, so a terminal never shows a broken character. The pieces

@@ -74,6 +74,16 @@ TEST(ChatTemplate, Qwen3) {
             "<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n");
 }
 
+TEST(ChatTemplate, MentionsTheNamesOfItsSource) {
+  ChatTemplate qwen3 =
+      ChatTemplate::fromTokenizerConfig((kTokenizers / "qwen3" / "tokenizer_config.json").string());
+  EXPECT_TRUE(qwen3.mentions("enable_thinking"));
+  EXPECT_TRUE(qwen3.mentions("messages"));
+  ChatTemplate plain("{% for m in messages %}{{ m.content + 'enable_thinking' }}{% endfor %}", "plain");
+  EXPECT_TRUE(plain.mentions("content"));
+  EXPECT_FALSE(plain.mentions("enable_thinking")); // text in a string is no name
+}
+
 TEST(ChatTemplate, Qwen3WithToolsAndToolCalls) {
   ChatTemplate chat =
       ChatTemplate::fromTokenizerConfig((kTokenizers / "qwen3" / "tokenizer_config.json").string());

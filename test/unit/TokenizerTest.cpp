@@ -257,6 +257,80 @@ TEST(Tokenizer, CleanUpTokenizationSpaces) {
   EXPECT_EQ(gerbil::tokenizer::cleanUpTokenizationSpaces("a ' b do not"), "a'b do not");
 }
 
+// Streams `text` through CleanUpStream in pieces of the given lengths (the last piece takes the rest).
+std::string cleanUpInPieces(const std::string &text, const std::vector<size_t> &lengths) {
+  gerbil::tokenizer::CleanUpStream stream;
+  std::string out;
+  size_t at = 0;
+  for (size_t length : lengths) {
+    if (at >= text.size()) break;
+    out += stream.push(std::string_view(text).substr(at, length));
+    at += length;
+  }
+  if (at < text.size()) out += stream.push(std::string_view(text).substr(at));
+  return out + stream.finish();
+}
+
+TEST(Tokenizer, CleanUpStreamEqualsCleaningTheWholeText) {
+  using gerbil::tokenizer::cleanUpTokenizationSpaces;
+  // Every string of up to 7 characters over the characters that matter, one character at a time: each
+  // prefix is a moment at which the stream must decide what is final.
+  const std::string alphabet = " '.ntsx";
+  std::string text;
+  std::vector<size_t> ones(8, 1);
+  size_t checked = 0;
+  auto visit = [&](auto &&self, size_t length) -> void {
+    if (text.size() == length) {
+      ASSERT_EQ(cleanUpInPieces(text, ones), cleanUpTokenizationSpaces(text)) << "'" << text << "'";
+      ++checked;
+      return;
+    }
+    for (char c : alphabet) {
+      text.push_back(c);
+      self(self, length);
+      text.pop_back();
+      if (HasFatalFailure()) return;
+    }
+  };
+  for (size_t length = 0; length <= 7; ++length) visit(visit, length);
+  EXPECT_GT(checked, 900000u);
+
+  // Longer strings over every pattern character (and a two-byte character), in random pieces.
+  const std::vector<std::string> pieces = {" ", "'", ".",  "?",  "!", ",",        "n",   "t",
+                                           "m", "s", "ve", "re", "x", "\xC3\xA9", "n't", " '"};
+  std::mt19937 random(5);
+  for (int trial = 0; trial < 200000; ++trial) {
+    std::string longer;
+    for (int i = std::uniform_int_distribution<int>(1, 24)(random); i > 0; --i)
+      longer += pieces[std::uniform_int_distribution<size_t>(0, pieces.size() - 1)(random)];
+    std::vector<size_t> lengths;
+    for (size_t at = 0; at < longer.size();) {
+      size_t length = std::uniform_int_distribution<size_t>(1, 4)(random);
+      // A stream hands over whole characters only.
+      while (at + length < longer.size() && (static_cast<unsigned char>(longer[at + length]) & 0xC0) == 0x80)
+        ++length;
+      lengths.push_back(length);
+      at += length;
+    }
+    ASSERT_EQ(cleanUpInPieces(longer, lengths), cleanUpTokenizationSpaces(longer)) << "'" << longer << "'";
+  }
+}
+
+TEST(Tokenizer, CleanUpStreamHoldsBackOnlyWhatIsUndecided) {
+  gerbil::tokenizer::CleanUpStream stream;
+  EXPECT_EQ(stream.push("Hello"), "Hello");
+  EXPECT_EQ(stream.push(" "), ""); // " ." or " ," would remove it
+  EXPECT_EQ(stream.push(","), ",");
+  EXPECT_EQ(stream.push(" world"), " world");
+  EXPECT_EQ(stream.push(" do"), " do");
+  EXPECT_EQ(stream.push(" n"), ""); // " n't" would take the space
+  EXPECT_EQ(stream.push("'t"), "n't");
+  EXPECT_EQ(stream.push(" stop"), " stop");
+  EXPECT_EQ(stream.push(" \xC3\xA9"), " \xC3\xA9");
+  EXPECT_EQ(stream.push(" "), "");
+  EXPECT_EQ(stream.finish(), " ");
+}
+
 TEST(Tokenizer, LongInputs) {
   // Long runs (one pre-token of 20000 characters, deep regex backtracking on whitespace) stay fast and exact.
   std::string spaces(20000, ' ');

@@ -4,6 +4,7 @@
 #include "runtime/exec/Sampler.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
@@ -19,8 +20,10 @@ struct Options {
   std::string promptFile; // --prompt-file F
   bool chat = false;      // --chat: user turns from stdin
   // Text modes.
-  std::string tokenizer; // default: tokenizer.json in the weights folder
-  std::string system;    // the chat's system message
+  std::string tokenizer;                 // default: tokenizer.json in the weights folder
+  std::string system;                    // the chat's system message
+  std::vector<std::string> templateVars; // --template-var NAME=JSON, for the chat template
+  bool noThinking = false;               // --no-thinking: enable_thinking=false
   std::vector<std::string> stops;
   bool ignoreEos = false;
   // Generation.
@@ -36,5 +39,9 @@ void addOptions(CLI::App &app, Options &options);
 
 // Combinations that CLI11 cannot check; returns the usage error, or "" when there is none.
 std::string checkOptions(const CLI::App &app, const Options &options);
+
+// The variables --template-var and --no-thinking give the chat template, as a JSON object. Throws
+// std::invalid_argument with the usage error (a missing '=', a value that is not JSON, a reserved name).
+nlohmann::ordered_json templateVariables(const Options &options);
 
 } // namespace gerbil::tool

@@ -1,4 +1,5 @@
 // --prompt / --prompt-file: a text prompt, its continuation streamed to stdout as it is generated.
+#include "tools/gerbil-exec/Interrupt.h"
 #include "tools/gerbil-exec/LoadedModel.h"
 #include "tools/gerbil-exec/Modes.h"
 #include "tools/gerbil-exec/TextGeneration.h"
@@ -24,6 +25,10 @@ std::string promptText(const Options &options) {
 
 int runPrompt(const Options &options, Clock::time_point started) {
   std::string text = promptText(options);
+  if (auto bad = tokenizer::firstInvalidUtf8(text))
+    throw exec::RuntimeError(
+        (options.promptFile.empty() ? "--prompt" : "--prompt-file '" + options.promptFile + "'") +
+        std::string(": not UTF-8 text (byte ") + std::to_string(*bad + 1) + " is not)");
   TextModel model = loadTextModel(options);
   // As transformers' tokenizer(text) does: the tokenizer's special tokens (a BOS) are added.
   std::vector<int32_t> prompt = model.tokenizer.encode(text, /*addSpecialTokens=*/true);
@@ -43,6 +48,8 @@ int runPrompt(const Options &options, Clock::time_point started) {
   request.stopTokenIds = model.stopTokenIds;
   request.stopStrings = options.stops;
   request.keepLogits = !options.dumpLogits.empty();
+  request.interruptible = true;
+  catchInterrupts();
   TextReply reply =
       generateText(loaded.executor(), model.tokenizer, prompt, request, options.json ? nullptr : stdout);
   if (!options.dumpLogits.empty())
@@ -61,7 +68,7 @@ int runPrompt(const Options &options, Clock::time_point started) {
     std::printf("\n");
     printStats(prompt.size(), reply.generation, loaded.device().name);
   }
-  return kOk;
+  return reply.stopReason == "interrupted" ? kInterrupted : kOk;
 }
 
 } // namespace gerbil::tool

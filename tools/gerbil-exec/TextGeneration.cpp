@@ -1,6 +1,7 @@
 #include "tools/gerbil-exec/TextGeneration.h"
 
 #include "tools/gerbil-exec/Common.h"
+#include "tools/gerbil-exec/Interrupt.h"
 #include "tools/gerbil-exec/LoadedModel.h"
 #include "tools/gerbil-exec/StopStrings.h"
 
@@ -62,6 +63,10 @@ TextModel loadTextModel(const Options &options) {
 TextReply generateText(exec::Executor &executor, const tokenizer::Tokenizer &tokenizer,
                        const std::vector<int32_t> &prompt, const TextRequest &request, std::FILE *stream) {
   tokenizer::StreamDecoder decoder(tokenizer, /*skipSpecialTokens=*/true);
+  // What transformers' decode does with tokenizer_config.json's clean_up_tokenization_spaces.
+  const bool cleanUp = tokenizer.cleanUpTokenizationSpaces();
+  tokenizer::CleanUpStream cleaner;
+  auto clean = [&](const std::string &text) { return cleanUp ? cleaner.push(text) : text; };
   StopStrings stops(request.stopStrings);
   TextReply reply;
   auto show = [&](const std::string &text) {
@@ -86,13 +91,22 @@ TextReply generateText(exec::Executor &executor, const tokenizer::Tokenizer &tok
     if (token < 0 || token >= tokenizer.vocabSize())
       throw exec::RuntimeError("the model generated token id " + std::to_string(token) +
                                ", which the tokenizer '" + tokenizer.name() + "' does not have");
-    show(stops.push(decoder.push(token)));
+    show(stops.push(clean(decoder.push(token))));
+    if (request.interruptible && interrupted()) {
+      reply.stopReason = "interrupted";
+      return false;
+    }
     return !stops.stopped();
   };
   reply.generation = exec::generate(executor, prompt, generation);
-  if (!stops.stopped()) show(stops.push(decoder.finish()));
+  if (!stops.stopped()) {
+    std::string rest = clean(decoder.finish());
+    if (cleanUp) rest += cleaner.finish();
+    show(stops.push(rest));
+  }
   show(stops.finish());
-  reply.stopReason = stops.stopped() ? "stop_string" : reply.generation.stopReason;
+  if (reply.stopReason.empty())
+    reply.stopReason = stops.stopped() ? "stop_string" : reply.generation.stopReason;
   return reply;
 }
 

@@ -39,12 +39,14 @@ struct TextRequest {
   std::vector<int64_t> stopTokenIds;
   std::vector<std::string> stopStrings;
   bool keepLogits = false;
+  bool interruptible = false; // Ctrl-C (tools/gerbil-exec/Interrupt.h) ends the reply
 };
 
 struct TextReply {
   exec::GenerationResult generation;
-  std::string text;       // decoded without special tokens, cut before a stop string
-  std::string stopReason; // length | stop_token | stop_string
+  std::string text;       // decoded without special tokens (and cleaned up as the tokenizer config says),
+                          // cut before a stop string
+  std::string stopReason; // length | stop_token | stop_string | interrupted
 };
 
 // Generates after the executor's position and writes the text to `stream` as it is made (nullptr: not at

@@ -1,6 +1,7 @@
 // gerbil-tokenize: encodes text with a HuggingFace tokenizer.json, one JSON string per input line to one JSON
 // array of ids per output line; with --decode, arrays of ids back to JSON strings.
 #include "runtime/tokenizer/Tokenizer.h"
+#include "tools/CliHelpers.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -85,6 +86,7 @@ int main(int argc, char **argv) {
   app.add_flag("--skip-special-tokens", options.skipSpecialTokens, "With --decode: leave special tokens out");
   app.add_flag("--clean-up-tokenization-spaces", options.cleanUp,
                "With --decode: apply transformers' clean_up_tokenization (\" .\" -> \".\", ...)");
+  app.failure_message(gerbil::cli::failureMessage("gerbil-tokenize"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

@@ -1,5 +1,6 @@
 // gerbilc: compiles a HuggingFace config.json into a gerbil plan.
 #include "compiler/driver/Driver.h"
+#include "tools/CliHelpers.h"
 
 #include <CLI/CLI.hpp>
 
@@ -12,19 +13,22 @@ int main(int argc, char **argv) {
   bool list = false, stats = false;
   app.add_option("config", options.configPath, "The model's config.json");
   app.add_option("-o,--output", options.outputPath, "Output file (the plan, or the MLIR with --emit=mlir*)");
-  app.add_option("--emit", options.emit,
-                 "What to write: plan, mlir (after generation), mlir-opt (after the passes), glsl (the kernels)")
+  app.add_option(
+         "--emit", options.emit,
+         "What to write: plan, mlir (after generation), mlir-opt (after the passes), glsl (the kernels)")
       ->check(CLI::IsMember({"plan", "mlir", "mlir-opt", "glsl"}));
   app.add_option("--dtype", options.weightDtype, "Device dtype of the weight matrices")
       ->check(CLI::IsMember({"f32", "f16"}));
-  app.add_option("--max-seq", options.maxSequence, "KV cache length (default: min(max_position_embeddings, 2048))")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--max-seq", options.maxSequence,
+                 "KV cache length (default: min(max_position_embeddings, 2048))")
+      ->check(gerbil::cli::number(1, false, 2147483647));
   app.add_option("--prefill-chunk", options.prefillChunk, "Most tokens one step processes (default: 256)")
-      ->check(CLI::PositiveNumber);
+      ->check(gerbil::cli::number(1, false, 2147483647));
   app.add_option("--target", options.target, "Kernel target profile (generic runs on every Vulkan device)");
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");
+  app.failure_message(gerbil::cli::failureMessage("gerbilc"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

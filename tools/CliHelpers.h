@@ -1,0 +1,80 @@
+// What the command lines of gerbil's tools share on top of CLI11: number checks whose messages a person can
+// read (CLI11's own range checks print the largest double in full), and parse errors in the tools' own
+// "TOOL: error: ..." form with a "did you mean" for a mistyped flag.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace gerbil::cli {
+
+// 2147483647 as that, not 2.14748e+09.
+inline std::string describeNumber(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e15)
+    return std::to_string(static_cast<long long>(value));
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+// A number at least `low` (above it when `strict`) and at most `high`.
+inline CLI::Validator number(double low, bool strict, double high = std::numeric_limits<double>::infinity()) {
+  std::string wanted = std::isinf(high) ? (strict ? "more than " : "at least ") + describeNumber(low)
+                                        : "from " + describeNumber(low) + " to " + describeNumber(high);
+  return CLI::Validator(
+      [=](std::string &text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value) || std::isnan(value))
+          return "'" + text + "' is not a number";
+        if (value < low || (strict && value == low) || value > high)
+          return "must be " + wanted + ", not " + text;
+        return "";
+      },
+      ""); // the help says what is valid
+}
+
+// Edit distance, for "did you mean".
+inline size_t editDistance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// For App::failure_message: "TOOL: error: ...", the nearest real flag for each unknown one, and the pointer
+// to --help.
+inline std::function<std::string(const CLI::App *, const CLI::Error &)> failureMessage(std::string tool) {
+  return [tool](const CLI::App *failed, const CLI::Error &error) {
+    std::string message = tool + ": error: " + error.what();
+    if (dynamic_cast<const CLI::ExtrasError *>(&error))
+      for (const std::string &argument : failed->remaining()) {
+        if (argument.rfind("--", 0) != 0) continue;
+        std::string name = argument.substr(0, argument.find('=')), best;
+        size_t bestDistance = 3; // a typo, not another word
+        for (const CLI::Option *option : failed->get_options())
+          for (const std::string &longName : option->get_lnames())
+            if (size_t d = editDistance(name, "--" + longName); d < bestDistance) {
+              bestDistance = d;
+              best = "--" + longName;
+            }
+        if (!best.empty()) message += "\n  " + name + ": did you mean " + best + "?";
+      }
+    return message + "\nRun with --help for more information.\n";
+  };
+}
+
+} // namespace gerbil::cli
