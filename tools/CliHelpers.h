@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -37,6 +38,20 @@ inline CLI::Validator number(double low, bool strict, double high = std::numeric
         return "";
       },
       ""); // the help says what is valid
+}
+
+// A whole number of 0 or more written in digits: CLI11 reads "-1" into an unsigned option as 2^64 - 1.
+inline CLI::Validator unsignedInteger() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        unsigned long long value = 0;
+        bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits || !CLI::detail::lexical_cast(text, value))
+          return "must be a whole number from 0 to " + std::to_string(std::numeric_limits<uint64_t>::max()) +
+                 ", not " + text;
+        return "";
+      },
+      "");
 }
 
 // Edit distance, for "did you mean".

@@ -42,7 +42,7 @@ void addOptions(CLI::App &app, Options &o) {
   app.add_option("--repetition-penalty", o.sampling.repetitionPenalty,
                  "Penalise tokens already in the prompt or output (transformers' semantics; 1: off)")
       ->check(cli::number(0, true));
-  app.add_option("--seed", o.sampling.seed, "Seed of the sampler");
+  app.add_option("--seed", o.sampling.seed, "Seed of the sampler")->check(cli::unsignedInteger());
   app.add_flag("--stop-at-eos", o.stopAtEos,
                "--prompt-ids: stop after an end-of-sequence token (else run all --max-new-tokens)");
   app.add_option("--dump-logits", o.dumpLogits,
