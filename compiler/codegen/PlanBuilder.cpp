@@ -1,5 +1,6 @@
 #include "compiler/codegen/PlanBuilder.h"
 
+#include "compiler/codegen/AttentionKernel.h"
 #include "compiler/codegen/KernelWriter.h"
 #include "compiler/codegen/MatMulKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
@@ -309,18 +310,21 @@ private:
           bind("ids", Access::TokenIdsWrite, {BindingSource::InputIds, 0});
         })
         .Case<gd::AttentionOp>([&](gd::AttentionOp a) {
-          define("HEADS", uintValue(a.getNumHeads()));
-          define("KV_HEADS", uintValue(a.getNumKvHeads()));
-          define("HEAD_DIM", uintValue(a.getHeadDim()));
-          define("SEQ", uintValue(options_.maxSequence));
-          define("SCALE", glslFloat(a.getScale().convertToDouble()));
-          define("WINDOW", uintValue(a.getSlidingWindow() ? *a.getSlidingWindow() : 0));
-          bind("q", Access::Read, operand(0));
-          bind("k_cache", Access::Read, {BindingSource::CacheKeys, 0});
-          bind("v_cache", Access::Read, {BindingSource::CacheValues, 0});
-          bind("result", Access::Write, result);
+          // Prefill: tiles of queries (attention_prefill.glsl); decode: one query (attention.glsl).
+          AttentionSpec spec{decode,
+                             static_cast<int64_t>(a.getNumHeads()),
+                             static_cast<int64_t>(a.getNumKvHeads()),
+                             static_cast<int64_t>(a.getHeadDim()),
+                             options_.maxSequence,
+                             a.getScale().convertToDouble(),
+                             a.getSlidingWindow() ? static_cast<int64_t>(*a.getSlidingWindow()) : 0};
+          std::array<int64_t, 3> workgroup = k.source.workgroup;
+          k.source = attentionKernel(spec);
+          if (k.source.workgroup != workgroup)
+            throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
+                               "' was formed for another workgroup size than its kernel's");
+          k.origins = {operand(0), {BindingSource::CacheKeys, 0}, {BindingSource::CacheValues, 0}, result};
           k.cache = a.getCacheAttr();
-          k.source.needsReduction = true;
         })
         .Default([&](Operation *other) {
           throw CodegenError("no kernel for '" + other->getName().getStringRef().str() + "'");

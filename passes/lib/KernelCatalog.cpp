@@ -73,7 +73,10 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
       .Case<KVAppendOp>([&](auto) { return choice(ctx, "kv_append", 64, tokens, constant(1)); })
       .Case<ArgmaxOp>([&](auto) { return choice(ctx, "argmax", 256, constant(1), constant(1)); })
       .Case<AttentionOp>([&](AttentionOp attn) {
-        return choice(ctx, "attention", 64, constant(attn.getNumHeads()), tokens);
+        KernelChoice c = choice(ctx, "attention", kAttentionWorkgroup, constant(attn.getNumHeads()),
+                                tokens.ceilDiv(kAttentionQueryTile));
+        c.decodeGrid = AffineMap::get(0, 1, {constant(attn.getNumHeads()), constant(1), constant(1)}, ctx);
+        return c;
       })
       .Default([](Operation *) { return std::nullopt; });
 }

@@ -1,8 +1,11 @@
-// The matmul kernels, as codegen specialises them, run on the Vulkan device (lavapipe in CI) against a
-// double-precision reference, over shapes that stress the tiling: T of 1..7 and across tile edges, N and K
-// that are not multiples of the tiles, K that is not a multiple of 8 (scalar loads), each weight dtype, with
-// and without the RMSNorm prologue and the residual epilogue. The cooperative-matrix variant runs where the
-// device has VK_NV_cooperative_matrix (the H200) and is compiled and validated everywhere.
+// The matmul and attention kernels, as codegen specialises them, run on the Vulkan device (lavapipe in CI)
+// against a double-precision reference. Matmuls: over shapes that stress the tiling: T of 1..7 and across
+// tile edges, N and K that are not multiples of the tiles, K that is not a multiple of 8 (scalar loads), each
+// weight dtype, with and without the RMSNorm prologue and the residual epilogue. The cooperative-matrix
+// variant runs where the device has VK_NV_cooperative_matrix (the H200) and is compiled and validated
+// everywhere. Attention: prompts across query and key tiles, after earlier positions in the cache,
+// grouped-query heads, sliding windows and head dims that do not split evenly over the lanes.
+#include "compiler/codegen/AttentionKernel.h"
 #include "compiler/codegen/MatMulKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
 #include "runtime/plan/Plan.h"
@@ -210,6 +213,115 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
         check(spec, shape);
         if (IsSkipped()) return;
       }
+}
+
+struct AttentionCase {
+  codegen::AttentionSpec spec;
+  uint32_t tokens, start; // queries, and the position of the first
+};
+
+class AttentionKernelTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    try {
+      ctx_ = std::make_unique<vk::Context>(vk::ContextOptions{});
+    } catch (const vk::NoDeviceError &e) {
+      GTEST_SKIP() << e.what();
+    }
+  }
+
+  void check(const AttentionCase &c) {
+    const codegen::AttentionSpec &spec = c.spec;
+    const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
+    const uint32_t t = c.tokens;
+    std::mt19937 rng(t * 31 + c.start * 7 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
+    std::uniform_real_distribution<float> uniform(-1.5f, 1.5f);
+    std::vector<float> q(t * heads * dim), keys(kvHeads * seq * dim), values(kvHeads * seq * dim);
+    for (float &v : q) v = uniform(rng);
+    for (float &v : keys) v = uniform(rng);
+    for (float &v : values) v = uniform(rng);
+
+    std::vector<double> expected(q.size());
+    for (uint32_t i = 0; i < t; ++i)
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t kv = h / (heads / kvHeads), position = c.start + i;
+        int64_t first = spec.window > 0 ? std::max<int64_t>(0, position - spec.window + 1) : 0;
+        std::vector<double> scores;
+        double largest = -1e300;
+        for (int64_t key = first; key <= position; ++key) {
+          double dot = 0;
+          for (int64_t d = 0; d < dim; ++d)
+            dot += double(q[(i * heads + h) * dim + d]) * keys[(kv * seq + key) * dim + d];
+          scores.push_back(dot * spec.scale);
+          largest = std::max(largest, scores.back());
+        }
+        double total = 0;
+        for (double &s : scores) total += (s = std::exp(s - largest));
+        for (int64_t d = 0; d < dim; ++d) {
+          double sum = 0;
+          for (size_t j = 0; j < scores.size(); ++j)
+            sum += scores[j] * values[(kv * seq + first + j) * dim + d];
+          expected[(i * heads + h) * dim + d] = sum / total;
+        }
+      }
+
+    codegen::KernelSource source = codegen::attentionKernel(spec);
+    ASSERT_LE(source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "attention test kernel");
+    auto upload = [&](const std::vector<float> &data, const std::string &name) {
+      vk::Buffer b = ctx_->createBuffer(data.size() * 4, name);
+      ctx_->upload(b, 0, data.data(), data.size() * 4);
+      return b;
+    };
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(q, "q"));
+    buffers.push_back(upload(keys, "k_cache"));
+    buffers.push_back(upload(values, "v_cache"));
+    buffers.push_back(ctx_->createBuffer(q.size() * 4, "result"));
+    ctx_->fill(buffers.back(), 0x7fc00000u);
+    std::vector<uint32_t> state(2 + seq, 0);
+    state[0] = c.start;
+    buffers.push_back(ctx_->createBuffer(state.size() * 4, "state"));
+    ctx_->upload(buffers.back(), 0, state.data(), state.size() * 4);
+    std::vector<vk::BufferRange> ranges;
+    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
+    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
+                                                 plan::kPushConstantBytes, "attention test kernel");
+    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
+    std::array<uint32_t, 3> grid = codegen::attentionGrid(spec, t);
+    uint32_t push[2] = {t, 0};
+    VkCommandBuffer cmd = ctx_->beginCommands();
+    ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
+    ctx_->submitAndWait(cmd);
+    std::vector<float> result(q.size());
+    ctx_->download(buffers[3], 0, result.data(), result.size() * 4);
+    for (size_t i = 0; i < result.size(); ++i)
+      ASSERT_NEAR(result[i], expected[i], 1e-4) << "T=" << t << " start=" << c.start << " head_dim=" << dim
+                                                << " window=" << spec.window << ": element " << i;
+  }
+
+  std::unique_ptr<vk::Context> ctx_;
+  codegen::ShaderCompiler compiler_;
+};
+
+TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
+  // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.
+  const AttentionCase cases[] = {
+      {{false, 4, 1, 16, 160, 0.25, 0}, 1, 0},   {{false, 4, 1, 16, 160, 0.25, 0}, 7, 0},
+      {{false, 4, 2, 32, 160, 0.17, 0}, 100, 0}, {{false, 4, 2, 32, 160, 0.17, 0}, 37, 50},
+      {{false, 3, 3, 72, 160, 0.11, 0}, 45, 20}, {{false, 2, 1, 20, 160, 0.2, 0}, 33, 0},
+      {{false, 4, 2, 16, 160, 0.25, 13}, 70, 9}, {{false, 2, 2, 128, 160, 0.088, 0}, 40, 10},
+  };
+  for (const AttentionCase &c : cases) check(c);
+}
+
+TEST_F(AttentionKernelTest, DecodeMatchesTheReference) {
+  const AttentionCase cases[] = {
+      {{true, 4, 1, 16, 160, 0.25, 0}, 1, 0},
+      {{true, 4, 2, 32, 160, 0.17, 0}, 1, 130},
+      {{true, 4, 2, 16, 160, 0.25, 13}, 1, 90},
+  };
+  for (const AttentionCase &c : cases) check(c);
 }
 
 TEST(MatMulKernelSpec, RefusesShapesItCannotTake) {

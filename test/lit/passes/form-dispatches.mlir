@@ -4,7 +4,7 @@
 // CHECK-DAG: #[[TOKENS:.*]] = affine_map<()[s0] -> (s0, 1, 1)>
 // CHECK-DAG: #[[ROWS:.*]] = affine_map<()[s0] -> (1, s0, 1)>
 // CHECK-DAG: #[[QPROJ:.*]] = affine_map<()[s0] -> (1, s0 ceildiv 64, 1)>
-// CHECK-DAG: #[[HEADS:.*]] = affine_map<()[s0] -> (2, s0, 1)>
+// CHECK-DAG: #[[HEADS:.*]] = affine_map<()[s0] -> (2, s0 ceildiv 16, 1)>
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[E:.*]] = gerbil.weight_ref @embed_tokens.weight
 // CHECK: %[[H:.*]] = gerbil.dispatch "embedding"(%arg0, %[[E]]) grid #[[TOKENS]] workgroup [64, 1, 1]
@@ -18,7 +18,7 @@
 // CHECK: gerbil.dispatch "kv_append"(%{{.*}}, %{{.*}}, %arg1) grid #[[TOKENS]]
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: gerbil.kv_append {{.*}} into @kv_cache.0
-// CHECK: gerbil.dispatch "attention"(%{{.*}}, %arg1) grid #[[HEADS]]
+// CHECK: gerbil.dispatch "attention"(%{{.*}}, %arg1) grid #[[HEADS]] workgroup [128, 1, 1]
 // CHECK: %[[LOGITS:.*]] = gerbil.dispatch "matmul"
 // CHECK: return %[[LOGITS]]
 // No computation is left outside a dispatch.

@@ -34,6 +34,16 @@ inline constexpr int64_t kGemvLoad = 8;
 // loads 16 bytes of weights at a time); it also needs f16 or bf16 weights on the device.
 bool usesCoopMatMul(const TargetProfile &profile, int64_t k);
 
+// Prefill attention (attention_prefill.glsl): kAttentionQueryTile queries of one head per workgroup of
+// kAttentionWorkgroup invocations, keys in tiles of attentionKeyTile(head_dim) (the tiles of f32 keys,
+// values and queries fit in 32 KiB of shared memory up to head_dim 128). Decode runs attention.glsl, one
+// workgroup per head, with the same workgroup size.
+inline constexpr int64_t kAttentionQueryTile = 16;
+inline constexpr int64_t kAttentionWorkgroup = 128;
+inline constexpr int64_t attentionKeyTile(int64_t headDim) {
+  return headDim <= 64 ? 32 : headDim <= 128 ? 16 : 8;
+}
+
 // std::nullopt for ops that are not computations (weight_ref, func.return). `profile` chooses among the
 // kernel families of a target (the tensor-core matmul of `nvidia`).
 std::optional<KernelChoice> chooseKernel(Operation *op,
