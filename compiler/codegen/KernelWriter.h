@@ -32,6 +32,7 @@ struct KernelSource {
   // Device needs beyond what every Vulkan 1.2 device has (the plan's Requirements gather them).
   std::vector<std::string> deviceExtensions;
   bool needsFloat16 = false;
+  bool needsVulkanMemoryModel = false;
   uint32_t subgroupSize = 0;      // the size the kernel assumes; 0: any
   uint32_t sharedMemoryBytes = 0; // when above the 16 KiB every device has
   bool needsReduction = false;

@@ -60,6 +60,7 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     define("WARPS_N", uintValue(t.warpsN));
     k.deviceExtensions = {"VK_NV_cooperative_matrix"};
     k.needsFloat16 = true;
+    k.needsVulkanMemoryModel = true; // glslang compiles GL_NV_cooperative_matrix with it
     k.subgroupSize = 32;
     // Two f16 slices of x and w (rows padded by 8 halves), the f32 result tile and the row scales.
     k.sharedMemoryBytes = static_cast<uint32_t>(2 * (t.tileT + t.tileN) * (t.tileK + 8) * 2 +

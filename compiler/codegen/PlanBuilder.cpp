@@ -400,6 +400,7 @@ private:
           needs.deviceExtensions.end())
         needs.deviceExtensions.push_back(extension);
     needs.shaderFloat16 = needs.shaderFloat16 || source.needsFloat16;
+    needs.vulkanMemoryModel = needs.vulkanMemoryModel || source.needsVulkanMemoryModel;
     if (source.subgroupSize) {
       if (needs.subgroupSize && needs.subgroupSize != source.subgroupSize)
         throw CodegenError("kernel " + kernel.name + " assumes subgroups of " +

@@ -50,7 +50,8 @@ std::string chooseTarget(const vk::DeviceInfo &device) {
     bool hasExtensions = std::all_of(profile.deviceExtensions.begin(), profile.deviceExtensions.end(),
                                      [&](const std::string &e) { return device.hasExtension(e); });
     bool subgroupFits = profile.subgroupSize == 0 || profile.subgroupSize == device.subgroupSize;
-    if (hasExtensions && subgroupFits && (!profile.cooperativeMatrix || device.shaderFloat16))
+    if (hasExtensions && subgroupFits &&
+        (!profile.cooperativeMatrix || (device.shaderFloat16 && device.vulkanMemoryModel)))
       return profile.name;
   }
   return "generic";

@@ -19,6 +19,9 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
     if (!device.hasExtension(extension))
       throw RuntimeError("the plan needs the Vulkan extension " + extension + ", which " + device.name +
                          " lacks (compiled for --target " + plan.target + "; compile with --target generic)");
+  if (r.vulkanMemoryModel && !device.vulkanMemoryModel)
+    throw RuntimeError("the plan needs vulkanMemoryModel, which " + device.name +
+                       " lacks (compiled for --target " + plan.target + "; compile with --target generic)");
   if (r.subgroupSize && r.subgroupSize != device.subgroupSize)
     throw RuntimeError("the plan's kernels assume subgroups of " + std::to_string(r.subgroupSize) +
                        " invocations; " + device.name + " has " + std::to_string(device.subgroupSize) +

@@ -96,6 +96,7 @@ json manifestToJson(const Plan &plan) {
                        {"storageBuffer16BitAccess", plan.requires_.storageBuffer16BitAccess},
                        {"maxStorageBufferRange", plan.requires_.maxStorageBufferRange},
                        {"maxSharedMemoryBytes", plan.requires_.maxSharedMemoryBytes},
+                       {"vulkanMemoryModel", plan.requires_.vulkanMemoryModel},
                        {"subgroupSize", plan.requires_.subgroupSize},
                        {"deviceExtensions", plan.requires_.deviceExtensions}};
   m["target"] = plan.target;
@@ -286,6 +287,7 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.requires_.storageBuffer16BitAccess = req["storageBuffer16BitAccess"].boolean();
   plan.requires_.maxStorageBufferRange = req["maxStorageBufferRange"].u64();
   plan.requires_.maxSharedMemoryBytes = req["maxSharedMemoryBytes"].u32();
+  plan.requires_.vulkanMemoryModel = req["vulkanMemoryModel"].boolean();
   plan.requires_.subgroupSize = req["subgroupSize"].u32();
   plan.requires_.deviceExtensions = req["deviceExtensions"].list([](const Reader &e) { return e.string(); });
 

@@ -335,6 +335,7 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   vkGetPhysicalDeviceFeatures2(device, &features);
   info.shaderFloat16 = features12.shaderFloat16;
   info.storageBuffer16BitAccess = features11.storageBuffer16BitAccess;
+  info.vulkanMemoryModel = features12.vulkanMemoryModel;
   return info;
 }
 
@@ -706,6 +707,9 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   enabled12.pNext = isVulkan13 ? &enabled13 : nullptr;
   enabled12.shaderFloat16 = fp16 && supported12.shaderFloat16;
   enabled12.shaderInt8 = supported12.shaderInt8;
+  // Kernels on cooperative matrices are compiled with the Vulkan memory model (glslang requires it there).
+  enabled12.vulkanMemoryModel = supported12.vulkanMemoryModel;
+  enabled12.vulkanMemoryModelDeviceScope = supported12.vulkanMemoryModelDeviceScope;
   enabled12.storageBuffer8BitAccess = supported12.storageBuffer8BitAccess;
   // SPIR-V for Vulkan 1.0 declares storage buffers as Uniform + BufferBlock, which needs the uniform
   // variants.

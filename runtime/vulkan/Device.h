@@ -41,6 +41,7 @@ struct DeviceInfo {
   uint32_t subgroupSize = 0;
   bool shaderFloat16 = false;
   bool storageBuffer16BitAccess = false;
+  bool vulkanMemoryModel = false; // what glslang's cooperative-matrix SPIR-V declares
   bool cooperativeMatrix = false; // VK_KHR_cooperative_matrix
   // VK_NV_cooperative_matrix: the shapes it runs, as "MxNxK A*B+C->D" with component types
   // ("16x16x16 f16*f16+f32->f32"), subgroup scope only.

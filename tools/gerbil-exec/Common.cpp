@@ -82,6 +82,7 @@ int deviceInfo(int device, bool json) {
                   d.maxWorkgroupCount[2]);
       std::printf("  shaderFloat16            %s\n", d.shaderFloat16 ? "yes" : "no");
       std::printf("  storageBuffer16BitAccess %s\n", d.storageBuffer16BitAccess ? "yes" : "no");
+      std::printf("  vulkanMemoryModel        %s\n", d.vulkanMemoryModel ? "yes" : "no");
       std::printf("  timestamps               %s (%.3g ns/tick)\n", d.timestamps ? "yes" : "no",
                   d.timestampPeriodNs);
       for (const char *e : kOfNote) std::printf("  %-40s %s\n", e, d.hasExtension(e) ? "yes" : "no");
@@ -102,6 +103,7 @@ int deviceInfo(int device, bool json) {
                     {"max_storage_buffer_range", d.maxStorageBufferRange},
                     {"shader_float16", d.shaderFloat16},
                     {"storage_buffer_16bit_access", d.storageBuffer16BitAccess},
+                    {"vulkan_memory_model", d.vulkanMemoryModel},
                     {"timestamps", d.timestamps},
                     {"cooperative_matrix_nv_shapes", d.cooperativeMatrixNVShapes},
                     {"extensions", d.extensions}});
