@@ -45,7 +45,7 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     const gd::CoopMatMulTiling &t = spec.coopTiling;
     if (t.tileT % (16 * t.warpsT) != 0 || t.tileN % (16 * t.warpsN) != 0 || t.tileK % 16 != 0 ||
         (t.tileT * t.tileK / 8) % t.workgroup() != 0 || (t.tileN * t.tileK / 8) % t.workgroup() != 0 ||
-        t.tileT % (t.warpsT * t.warpsN) != 0)
+        t.tileT % (t.warpsT * t.warpsN) != 0 || t.tileT > t.warpsT * t.warpsN * 256)
       throw CodegenError("cooperative-matrix tiling " + std::to_string(t.tileT) + "x" +
                          std::to_string(t.tileN) + "x" + std::to_string(t.tileK) +
                          " does not divide into 16x16 fragments of its subgroups");
@@ -62,9 +62,9 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     k.needsFloat16 = true;
     k.needsVulkanMemoryModel = true; // glslang compiles GL_NV_cooperative_matrix with it
     k.subgroupSize = 32;
-    // Two f16 slices of x and w (rows padded by 8 halves), the f32 result tile and the row scales.
-    k.sharedMemoryBytes = static_cast<uint32_t>(2 * (t.tileT + t.tileN) * (t.tileK + 8) * 2 +
-                                                t.tileT * t.tileN * 4 + t.tileT * 4);
+    // Two f16 slices of x and w (rows padded by 8 halves) and one f32 fragment per subgroup.
+    k.sharedMemoryBytes =
+        static_cast<uint32_t>(2 * (t.tileT + t.tileN) * (t.tileK + 8) * 2 + t.workgroup() / 32 * 16 * 16 * 4);
     break;
   }
   }

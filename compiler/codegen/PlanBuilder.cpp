@@ -54,7 +54,7 @@ public:
   PlanBuilder(ModuleOp module, const CodegenOptions &options) : module_(module), options_(options) {}
 
   plan::Plan build() {
-    profile_ = mlir::gerbil::findTargetProfile(options_.target);
+    profile_ = mlir::gerbil::parseTarget(options_.target);
     if (!profile_) throw CodegenError("unknown target profile '" + options_.target + "'");
     auto forward = module_.lookupSymbol<func::FuncOp>("forward");
     if (!forward) throw CodegenError("the module has no @forward");
@@ -430,7 +430,7 @@ private:
   CodegenOptions options_;
   plan::Plan plan_;
   ShaderCompiler compiler_;
-  const mlir::gerbil::TargetProfile *profile_ = nullptr;
+  std::optional<mlir::gerbil::TargetProfile> profile_;
   int64_t maxTokens_ = 0;
   uint64_t layerCacheBytes_ = 0;
   std::map<std::string, size_t> weightIndex_;

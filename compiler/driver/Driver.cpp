@@ -84,10 +84,11 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
   std::string target = options.target;
   if (target == "auto") {
     target = autoTarget(err);
-  } else if (!mlir::gerbil::findTargetProfile(target)) {
+  } else if (!mlir::gerbil::parseTarget(target)) {
     std::string names;
     for (const auto &p : mlir::gerbil::targetProfiles()) names += p.name + ", ";
-    err << "gerbilc: error: unknown --target '" << target << "' (available: " << names << "auto)\n";
+    err << "gerbilc: error: unknown --target '" << target << "' (available: " << names
+        << "auto; a cooperative-matrix profile may add its tiling, e.g. nvidia:128x128x32:2x4)\n";
     return kExitUsage;
   }
   if (options.emit != "plan" && options.emit != "mlir" && options.emit != "mlir-opt" && options.emit != "glsl") {

@@ -20,7 +20,7 @@ struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDis
   using GerbilFormDispatchesBase::GerbilFormDispatchesBase;
 
   void runOnOperation() override {
-    profile_ = findTargetProfile(target);
+    profile_ = parseTarget(target);
     if (!profile_) {
       getOperation().emitError() << "unknown target profile '" << target << "'";
       return signalPassFailure();
@@ -51,7 +51,7 @@ struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDis
     return success();
   }
 
-  const TargetProfile *profile_ = nullptr;
+  std::optional<TargetProfile> profile_;
 };
 
 } // namespace

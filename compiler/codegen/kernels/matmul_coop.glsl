@@ -24,10 +24,10 @@ const uint CHUNKS = TILE_K / 8u;  // 16-byte chunks per staged row
 
 shared float16_t xTile_[2][TILE_T * STRIDE];  // [token][k]: A, row-major
 shared float16_t wTile_[2][TILE_N * STRIDE];  // [n][k]: B, column-major
-shared float out_[TILE_T * TILE_N];           // the accumulators, for the epilogue
-#if NORM_PROLOGUE
-shared float rowScale_[TILE_T];
-#endif
+// One 16 × 16 f32 fragment per subgroup, through which the epilogue writes the accumulators with bounds
+// checks and the residual. Until then its first TILE_T words hold the RMS scales of the tile's rows.
+shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
+#define rowScale_ scratch_
 
 // A slice is staged in two halves: the global loads into registers (issued before the products of the
 // previous slice, so that their latency hides behind them) and the stores into shared memory after.
@@ -89,15 +89,15 @@ void main() {
 #if NORM_PROLOGUE
   // Each subgroup sums the squares of TILE_T / (WARPS_T · WARPS_N) rows.
   const uint ROWS_PER_WARP = TILE_T / (WARPS_T * WARPS_N);
-  uint lane = gl_LocalInvocationIndex % SUBGROUP;
+  uint rmsLane = gl_LocalInvocationIndex % SUBGROUP;
   for (uint r = 0; r < ROWS_PER_WARP; ++r) {
     uint row = warp * ROWS_PER_WARP + r;
     uint t = gl_WorkGroupID.y * TILE_T + row;
     float sum = 0.0;
     if (t < step_.tokens)
-      for (uint k = lane; k < K / 4u; k += SUBGROUP) sum += dot(x_v4[t * (K / 4u) + k], x_v4[t * (K / 4u) + k]);
+      for (uint k = rmsLane; k < K / 4u; k += SUBGROUP) sum += dot(x_v4[t * (K / 4u) + k], x_v4[t * (K / 4u) + k]);
     sum = subgroupAdd(sum);
-    if (lane == 0u) rowScale_[row] = inversesqrt(sum / float(K) + EPS);
+    if (rmsLane == 0u) rowScale_[row] = inversesqrt(sum / float(K) + EPS);
   }
   barrier();
 #endif
@@ -130,17 +130,24 @@ void main() {
     barrier();
   }
 
+  // The loop's last barrier ended every use of the row scales.
+  uint lane = gl_LocalInvocationIndex % SUBGROUP, fragment = warp * FRAG * FRAG;
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
-    [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
-      coopMatStoreNV(acc[i][j], out_, (warpT * WARP_T + i * FRAG) * TILE_N + warpN * WARP_N + j * FRAG, TILE_N, false);
-  barrier();
-  for (uint e = gl_LocalInvocationIndex; e < TILE_T * TILE_N; e += WORKGROUP) {
-    uint t = gl_WorkGroupID.y * TILE_T + e / TILE_N, n = gl_WorkGroupID.x * TILE_N + e % TILE_N;
-    if (t >= step_.tokens || n >= N) continue;
+    [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) {
+      coopMatStoreNV(acc[i][j], scratch_, fragment, FRAG, false);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
+      uint n0 = gl_WorkGroupID.x * TILE_N + warpN * WARP_N + j * FRAG;
+      for (uint e = lane; e < FRAG * FRAG; e += SUBGROUP) {
+        uint t = t0 + e / FRAG, n = n0 + e % FRAG;
+        if (t >= step_.tokens || n >= N) continue;
 #if RESIDUAL
-    store_result(t * N + n, out_[e] + load_residual(t * N + n));
+        store_result(t * N + n, scratch_[fragment + e] + load_residual(t * N + n));
 #else
-    store_result(t * N + n, out_[e]);
+        store_result(t * N + n, scratch_[fragment + e]);
 #endif
-  }
+      }
+      subgroupBarrier();  // the fragment is written out before the next one overwrites it
+    }
 }

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +49,29 @@ inline const TargetProfile *findTargetProfile(std::string_view name) {
   for (const TargetProfile &p : targetProfiles())
     if (p.name == name) return &p;
   return nullptr;
+}
+
+// A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
+// its matmul tiling, "nvidia:TxNxK:WTxWN" (tokens × outputs × reduction step per workgroup, subgroups along
+// tokens × outputs; e.g. nvidia:128x128x32:2x4), to tune on a device. std::nullopt when it does not parse.
+inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
+  size_t colon = spec.find(':');
+  const TargetProfile *base = findTargetProfile(spec.substr(0, colon));
+  if (!base) return std::nullopt;
+  TargetProfile profile = *base;
+  if (colon == std::string_view::npos) return profile;
+  if (!profile.cooperativeMatrix) return std::nullopt;
+  int64_t v[5];
+  int used = 0;
+  std::string text(spec.substr(colon + 1));
+  if (std::sscanf(text.c_str(), "%ldx%ldx%ld:%ldx%ld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used) != 5 ||
+      used != static_cast<int>(text.size()))
+    return std::nullopt;
+  for (int64_t x : v)
+    if (x <= 0 || x > 1024) return std::nullopt;
+  profile.name = std::string(spec);
+  profile.coopTiling = {v[0], v[1], v[2], v[3], v[4]};
+  return profile;
 }
 
 } // namespace mlir::gerbil
