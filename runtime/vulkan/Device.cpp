@@ -243,6 +243,12 @@ const char *componentTypeName(VkComponentTypeNV type) {
   }
 }
 
+std::string shapeName(uint32_t m, uint32_t n, uint32_t k, VkComponentTypeNV a, VkComponentTypeNV b,
+                      VkComponentTypeNV c, VkComponentTypeNV d) {
+  return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " + componentTypeName(a) +
+         "*" + componentTypeName(b) + "+" + componentTypeName(c) + "->" + componentTypeName(d);
+}
+
 // The subgroup-scope shapes of VK_NV_cooperative_matrix, through the instance-level query.
 std::vector<std::string> cooperativeMatrixNVShapes(VkInstance instance, VkPhysicalDevice device) {
   auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
@@ -257,10 +263,39 @@ std::vector<std::string> cooperativeMatrixNVShapes(VkInstance instance, VkPhysic
   std::vector<std::string> shapes;
   for (const auto &p : properties) {
     if (p.scope != VK_SCOPE_SUBGROUP_NV) continue;
-    shapes.push_back(std::to_string(p.MSize) + "x" + std::to_string(p.NSize) + "x" + std::to_string(p.KSize) +
-                     " " + componentTypeName(p.AType) + "*" + componentTypeName(p.BType) + "+" +
-                     componentTypeName(p.CType) + "->" + componentTypeName(p.DType));
+    shapes.push_back(shapeName(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.DType));
   }
+  return shapes;
+}
+
+// VK_KHR_cooperative_matrix is newer than Debian 12's Vulkan headers (1.3.239): its property struct and
+// query as the specification defines them. Its component types number as the NV ones do.
+struct CooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t MSize, NSize, KSize;
+  VkComponentTypeNV AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  VkScopeNV scope;
+};
+constexpr auto kCooperativeMatrixPropertiesKHR = static_cast<VkStructureType>(1000506001);
+using QueryCooperativeMatrixKHR = VkResult(VKAPI_PTR *)(VkPhysicalDevice, uint32_t *,
+                                                        CooperativeMatrixPropertiesKHR *);
+
+std::vector<std::string> cooperativeMatrixKHRShapes(VkInstance instance, VkPhysicalDevice device) {
+  auto query = reinterpret_cast<QueryCooperativeMatrixKHR>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!query) return {};
+  uint32_t count = 0;
+  if (query(device, &count, nullptr) != VK_SUCCESS) return {};
+  std::vector<CooperativeMatrixPropertiesKHR> properties(count);
+  for (auto &p : properties) p.sType = kCooperativeMatrixPropertiesKHR;
+  if (query(device, &count, properties.data()) < 0) return {};
+  properties.resize(count);
+  std::vector<std::string> shapes;
+  for (const auto &p : properties)
+    if (p.scope == VK_SCOPE_SUBGROUP_NV)
+      shapes.push_back(shapeName(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType));
   return shapes;
 }
 
@@ -296,6 +331,7 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   info.cooperativeMatrix = info.hasExtension("VK_KHR_cooperative_matrix");
   if (info.hasExtension(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
     info.cooperativeMatrixNVShapes = cooperativeMatrixNVShapes(instance, device);
+  if (info.cooperativeMatrix) info.cooperativeMatrixKHRShapes = cooperativeMatrixKHRShapes(instance, device);
 
   VkPhysicalDeviceMemoryProperties memory{};
   vkGetPhysicalDeviceMemoryProperties(device, &memory);

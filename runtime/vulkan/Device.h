@@ -46,6 +46,7 @@ struct DeviceInfo {
   // VK_NV_cooperative_matrix: the shapes it runs, as "MxNxK A*B+C->D" with component types
   // ("16x16x16 f16*f16+f32->f32"), subgroup scope only.
   std::vector<std::string> cooperativeMatrixNVShapes;
+  std::vector<std::string> cooperativeMatrixKHRShapes; // the same for VK_KHR_cooperative_matrix
   uint32_t minSubgroupSize = 0, maxSubgroupSize = 0; // VK_EXT_subgroup_size_control (Vulkan 1.3)
   std::vector<std::string> extensions;               // every device extension, sorted
   bool hasExtension(const std::string &name) const;

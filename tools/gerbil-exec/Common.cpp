@@ -88,6 +88,8 @@ int deviceInfo(int device, bool json) {
       for (const char *e : kOfNote) std::printf("  %-40s %s\n", e, d.hasExtension(e) ? "yes" : "no");
       for (const std::string &shape : d.cooperativeMatrixNVShapes)
         std::printf("  VK_NV_cooperative_matrix shape  %s\n", shape.c_str());
+      for (const std::string &shape : d.cooperativeMatrixKHRShapes)
+        std::printf("  VK_KHR_cooperative_matrix shape %s\n", shape.c_str());
       std::printf("  %zu device extensions in all (--json lists them)\n", d.extensions.size());
     }
     list.push_back({{"index", d.index},
@@ -106,6 +108,7 @@ int deviceInfo(int device, bool json) {
                     {"vulkan_memory_model", d.vulkanMemoryModel},
                     {"timestamps", d.timestamps},
                     {"cooperative_matrix_nv_shapes", d.cooperativeMatrixNVShapes},
+                    {"cooperative_matrix_khr_shapes", d.cooperativeMatrixKHRShapes},
                     {"extensions", d.extensions}});
   }
   if (json) std::cout << list.dump() << "\n";
