@@ -17,6 +17,10 @@ export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/n
 
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } > $R/machine.txt
 $D/bin/gerbil-exec --list-devices --json > $R/devices.json 2>&1
+$D/bin/gerbil-exec --device-info > $R/device-info.txt 2>&1
+$D/bin/gerbil-exec --device-info --json > $R/device-info.json 2>&1
+# The matmul kernels against a reference, the cooperative-matrix one included where the device has it.
+[ -x $D/bin/test-kernels ] && timeout 300 $D/bin/test-kernels > $R/test-kernels.txt 2>&1
 
 CHECK_OUT=$R/fixtures.json python3 bench/check_fixtures.py $D/bin $D/plans test/fixtures/models/* > $R/fixtures.txt 2>&1
 if [ -f $D/specs/stablelm.json ]; then

@@ -6,17 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
-cmake --build "$build" --target gerbilc gerbil-exec gerbil-bench gerbil-random-weights
+cmake --build "$build" --target gerbilc gerbil-exec gerbil-bench gerbil-random-weights test-kernels
 D=.device
 mkdir -p $D/bin $D/plans $D/gl $D/specs
 git rev-parse --short HEAD > $D/commit
-cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights} $D/bin/
+cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights,test-kernels} $D/bin/
 # The runtime's shared libraries beyond glibc and libstdc++ (the GPU machine has no Debian packages of them).
 mkdir -p $D/lib
 for lib in $(ldd $D/bin/gerbil-exec | awk '/libutf8proc|libpcre2/ {print $3}'); do cp -L "$lib" $D/lib/; done
 for fixture in test/fixtures/models/*/; do
   name=$(basename "$fixture")
-  for dtype in f32 f16; do "$build"/bin/gerbilc "$fixture/config.json" -o $D/plans/$name.$dtype.plan --dtype $dtype; done
+  for dtype in f32 f16; do
+    "$build"/bin/gerbilc "$fixture/config.json" -o $D/plans/$name.$dtype.plan --dtype $dtype ${GERBILC_FLAGS:-}
+  done
 done
 for model in qwen2.5-0.5b llama-3.2-1b llama-3-8b; do
   "$build"/bin/gerbilc test/fixtures/configs/$model.json -o $D/plans/$model.plan --dtype f16 --max-seq 1024 \

@@ -55,6 +55,7 @@ std::string glslFloat(double value) {
 
 std::string writeKernel(const KernelSource &kernel) {
   std::string text = "#version 450\n#extension GL_EXT_control_flow_attributes : enable\n";
+  for (const std::string &extension : kernel.extensions) text += "#extension " + extension + " : require\n";
   const auto &wg = kernel.workgroup;
   text += "layout(local_size_x = " + std::to_string(wg[0]) + ", local_size_y = " + std::to_string(wg[1]) +
           ", local_size_z = " + std::to_string(wg[2]) + ") in;\n";

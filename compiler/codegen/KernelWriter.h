@@ -28,6 +28,13 @@ struct KernelSource {
   std::vector<std::pair<std::string, std::string>> defines;
   std::vector<KernelBinding> bindings;  // binding i of the descriptor set
   std::array<int64_t, 3> workgroup = {64, 1, 1};
+  std::vector<std::string> extensions; // GLSL extensions beyond the ones every kernel enables
+  // Device needs beyond what every Vulkan 1.2 device has (the plan's Requirements gather them).
+  std::vector<std::string> deviceExtensions;
+  bool needsFloat16 = false;
+  bool needsVulkanMemoryModel = false;
+  uint32_t subgroupSize = 0;      // the size the kernel assumes; 0: any
+  uint32_t sharedMemoryBytes = 0; // when above the 16 KiB every device has
   bool needsReduction = false;
 };
 

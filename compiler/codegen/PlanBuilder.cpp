@@ -1,6 +1,8 @@
 #include "compiler/codegen/PlanBuilder.h"
 
+#include "compiler/codegen/AttentionKernel.h"
 #include "compiler/codegen/KernelWriter.h"
+#include "compiler/codegen/MatMulKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
 
 #include "gerbil/Dialect/GerbilDialect.h"
@@ -10,6 +12,7 @@
 #include "mlir/IR/AffineExpr.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <map>
 
 using namespace mlir;
@@ -51,6 +54,8 @@ public:
   PlanBuilder(ModuleOp module, const CodegenOptions &options) : module_(module), options_(options) {}
 
   plan::Plan build() {
+    profile_ = mlir::gerbil::parseTarget(options_.target);
+    if (!profile_) throw CodegenError("unknown target profile '" + options_.target + "'");
     auto forward = module_.lookupSymbol<func::FuncOp>("forward");
     if (!forward) throw CodegenError("the module has no @forward");
     if (options_.maxSequence <= 0) throw CodegenError("the maximum sequence length must be positive");
@@ -83,6 +88,7 @@ public:
         throw CodegenError("'" + op.getName().getStringRef().str() + "' is outside any dispatch");
     }
     plan_.requires_.maxStorageBufferRange = largestBinding();
+    plan_.requires_.maxSharedMemoryBytes = std::max<uint32_t>(plan_.requires_.maxSharedMemoryBytes, 16384);
     plan::validate(plan_, "generated plan");
     return std::move(plan_);
   }
@@ -227,35 +233,29 @@ private:
           k.source.needsReduction = true;
         })
         .Case<gd::MatMulOp, gd::LinearOp>([&](Operation *m) {
-          // matmul, or linear with an RMSNorm prologue and/or a residual epilogue: one template each for
-          // prefill (matmul.glsl) and the one-token decode variant (gemv.glsl).
+          // matmul, or linear with an RMSNorm prologue and/or a residual epilogue: the tiled or the
+          // tensor-core kernel for prefill, as the catalog chose, and gemv for the one-token decode variant.
           auto linear = dyn_cast<gd::LinearOp>(m);
-          bool norm = linear && linear.getNorm(), residual = linear && linear.getResidual();
-          define("K", uintValue(rowWidth(m->getOperand(0))));
-          define("N", uintValue(rowWidth(m->getResult(0))));
-          define("NORM_PROLOGUE", norm ? "1" : "0");
-          define("RESIDUAL", residual ? "1" : "0");
-          if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
-          k.source.templateFile = decode ? "gemv.glsl" : "matmul.glsl";
-          if (decode) {
-            plan::DType w = operandDType(dispatch.getOperand(1));  // the body sees block arguments
-            define("ROWS", uintValue(gd::kGemvRows));
-            define("W_PACKED16", w == plan::DType::F32 ? "0" : "1");
-            define("W_BF16", w == plan::DType::BF16 ? "1" : "0");
-          } else {
-            define("ROWS", uintValue(gd::kMatMulRows));
-            define("TOKENS", uintValue(gd::kMatMulTokens));
-          }
-          bind("x", Access::Read, operand(0));
-          bind("w", Access::Read, operand(1));
+          MatMulSpec spec;
+          spec.k = rowWidth(m->getOperand(0));
+          spec.n = rowWidth(m->getResult(0));
+          spec.norm = linear && linear.getNorm();
+          spec.residual = linear && linear.getResidual();
+          if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
+          spec.weight = operandDType(dispatch.getOperand(1)); // the body sees block arguments
+          if (spec.norm) spec.normWeight = operandDType(dispatch.getOperand(2));
+          bool coop = llvm::StringRef(family).ends_with("_coop");
+          spec.variant = decode ? MatMulVariant::Gemv : coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
+          if (coop) spec.coopTiling = profile_->coopTiling;
+          std::array<int64_t, 3> workgroup = k.source.workgroup;
+          k.source = matmulKernel(spec);
+          if (!decode && k.source.workgroup != workgroup)
+            throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
+                               "' was formed for another workgroup size than its kernel's");
           // Operand order of gerbil.linear: input, weight, [norm], [residual].
-          unsigned next = 2;
-          if (norm) bind("g", Access::Read, operand(next++));
-          if (residual) bind("residual", Access::Read, operand(next++));
-          bind("result", Access::Write, result);
-          if (decode)
-            for (auto &b : k.source.bindings)
-              if (b.name == "x" || b.name == "w" || b.name == "g") b.vec4View = true;
+          unsigned next = 0;
+          for (const KernelBinding &b : k.source.bindings)
+            k.origins.push_back(b.name == "result" ? result : operand(next++));
         })
         .Case<gd::AddOp, gd::MulOp>([&](Operation *e) {
           k.source.templateFile = "elementwise.glsl";
@@ -285,7 +285,8 @@ private:
           define("ROTARY_DIM", uintValue(r.getRotaryDim()));
           define("ATTENTION_SCALING", glslFloat(r.getAttentionScaling().convertToDouble()));
           std::string values;
-          for (double f : r.getInvFreq()) values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
+          for (double f : r.getInvFreq())
+            values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
           define("INV_FREQ_VALUES", values);
           bind("x", Access::Read, operand(0));
           bind("result", Access::Write, result);
@@ -309,18 +310,21 @@ private:
           bind("ids", Access::TokenIdsWrite, {BindingSource::InputIds, 0});
         })
         .Case<gd::AttentionOp>([&](gd::AttentionOp a) {
-          define("HEADS", uintValue(a.getNumHeads()));
-          define("KV_HEADS", uintValue(a.getNumKvHeads()));
-          define("HEAD_DIM", uintValue(a.getHeadDim()));
-          define("SEQ", uintValue(options_.maxSequence));
-          define("SCALE", glslFloat(a.getScale().convertToDouble()));
-          define("WINDOW", uintValue(a.getSlidingWindow() ? *a.getSlidingWindow() : 0));
-          bind("q", Access::Read, operand(0));
-          bind("k_cache", Access::Read, {BindingSource::CacheKeys, 0});
-          bind("v_cache", Access::Read, {BindingSource::CacheValues, 0});
-          bind("result", Access::Write, result);
+          // Prefill: tiles of queries (attention_prefill.glsl); decode: one query (attention.glsl).
+          AttentionSpec spec{decode,
+                             static_cast<int64_t>(a.getNumHeads()),
+                             static_cast<int64_t>(a.getNumKvHeads()),
+                             static_cast<int64_t>(a.getHeadDim()),
+                             options_.maxSequence,
+                             a.getScale().convertToDouble(),
+                             a.getSlidingWindow() ? static_cast<int64_t>(*a.getSlidingWindow()) : 0};
+          std::array<int64_t, 3> workgroup = k.source.workgroup;
+          k.source = attentionKernel(spec);
+          if (k.source.workgroup != workgroup)
+            throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
+                               "' was formed for another workgroup size than its kernel's");
+          k.origins = {operand(0), {BindingSource::CacheKeys, 0}, {BindingSource::CacheValues, 0}, result};
           k.cache = a.getCacheAttr();
-          k.source.needsReduction = true;
         })
         .Default([&](Operation *other) {
           throw CodegenError("no kernel for '" + other->getName().getStringRef().str() + "'");
@@ -390,6 +394,21 @@ private:
     kernel.name = dispatch.getKernel().str() + "." + std::to_string(plan_.kernels.size());
     if (options_.glsl) *options_.glsl << "// ---- kernel " << kernel.name << " (first used by " << locationName(dispatch.getLoc()) << ")\n" << glsl << "\n";
     kernel.spirv = compiler_.compile(glsl, kernel.name + " (" + locationName(dispatch.getLoc()) + ")");
+    plan::Requirements &needs = plan_.requires_;
+    for (const std::string &extension : source.deviceExtensions)
+      if (std::find(needs.deviceExtensions.begin(), needs.deviceExtensions.end(), extension) ==
+          needs.deviceExtensions.end())
+        needs.deviceExtensions.push_back(extension);
+    needs.shaderFloat16 = needs.shaderFloat16 || source.needsFloat16;
+    needs.vulkanMemoryModel = needs.vulkanMemoryModel || source.needsVulkanMemoryModel;
+    if (source.subgroupSize) {
+      if (needs.subgroupSize && needs.subgroupSize != source.subgroupSize)
+        throw CodegenError("kernel " + kernel.name + " assumes subgroups of " +
+                           std::to_string(source.subgroupSize) + ", another kernel " +
+                           std::to_string(needs.subgroupSize));
+      needs.subgroupSize = source.subgroupSize;
+    }
+    needs.maxSharedMemoryBytes = std::max(needs.maxSharedMemoryBytes, source.sharedMemoryBytes);
     kernel.numBindings = static_cast<uint32_t>(source.bindings.size()) + 1;  // + the state buffer
     kernel.workgroupSize = {static_cast<uint32_t>(source.workgroup[0]), static_cast<uint32_t>(source.workgroup[1]),
                             static_cast<uint32_t>(source.workgroup[2])};
@@ -411,6 +430,7 @@ private:
   CodegenOptions options_;
   plan::Plan plan_;
   ShaderCompiler compiler_;
+  std::optional<mlir::gerbil::TargetProfile> profile_;
   int64_t maxTokens_ = 0;
   uint64_t layerCacheBytes_ = 0;
   std::map<std::string, size_t> weightIndex_;

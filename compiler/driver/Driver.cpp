@@ -5,12 +5,15 @@
 #include "compiler/frontend/Frontend.h"
 #include "compiler/generator/Generator.h"
 #include "gerbil/Passes/Passes.h"
+#include "gerbil/Passes/TargetProfile.h"
+#include "runtime/vulkan/Device.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_os_ostream.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -41,13 +44,51 @@ void printModule(mlir::ModuleOp module, const std::string &path, std::ostream &o
 
 } // namespace
 
+std::string chooseTarget(const vk::DeviceInfo &device) {
+  for (const auto &profile : mlir::gerbil::targetProfiles()) {
+    if (profile.name == "generic") continue;
+    bool hasExtensions = std::all_of(profile.deviceExtensions.begin(), profile.deviceExtensions.end(),
+                                     [&](const std::string &e) { return device.hasExtension(e); });
+    bool subgroupFits = profile.subgroupSize == 0 || profile.subgroupSize == device.subgroupSize;
+    if (hasExtensions && subgroupFits &&
+        (!profile.cooperativeMatrix || (device.shaderFloat16 && device.vulkanMemoryModel)))
+      return profile.name;
+  }
+  return "generic";
+}
+
+std::string autoTarget(std::ostream &err) {
+  std::vector<vk::DeviceInfo> devices;
+  try {
+    devices = vk::Context::listDevices();
+  } catch (const vk::VulkanError &e) {
+    err << "gerbilc: note: --target auto found no Vulkan device (" << e.what()
+        << "); compiling for generic\n";
+    return "generic";
+  }
+  if (devices.empty()) return "generic";
+  // The device gerbil-exec picks by default: the first discrete GPU, else the first device.
+  auto device = std::find_if(devices.begin(), devices.end(),
+                             [](const vk::DeviceInfo &d) { return d.type == "discrete"; });
+  if (device == devices.end()) device = devices.begin();
+  std::string target = chooseTarget(*device);
+  err << "gerbilc: note: --target auto: " << device->name << " -> " << target << "\n";
+  return target;
+}
+
 int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err, CompileSummary *summary) {
   if (options.weightDtype != "f32" && options.weightDtype != "f16") {
     err << "gerbilc: error: --dtype must be f32 or f16, got '" << options.weightDtype << "'\n";
     return kExitUsage;
   }
-  if (options.target != "generic") {
-    err << "gerbilc: error: unknown --target '" << options.target << "' (available: generic)\n";
+  std::string target = options.target;
+  if (target == "auto") {
+    target = autoTarget(err);
+  } else if (!mlir::gerbil::parseTarget(target)) {
+    std::string names;
+    for (const auto &p : mlir::gerbil::targetProfiles()) names += p.name + ", ";
+    err << "gerbilc: error: unknown --target '" << target << "' (available: " << names
+        << "auto; a cooperative-matrix profile may add its tiling, e.g. nvidia:128x128x32:2x4)\n";
     return kExitUsage;
   }
   if (options.emit != "plan" && options.emit != "mlir" && options.emit != "mlir-opt" && options.emit != "glsl") {
@@ -92,7 +133,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     }
 
     mlir::PassManager pm(&context);
-    mlir::gerbil::buildGerbilPipeline(pm, {options.weightDtype, prefillChunk});
+    mlir::gerbil::buildGerbilPipeline(pm, {options.weightDtype, prefillChunk, true, target});
     if (mlir::failed(pm.run(*module))) {
       err << "gerbilc: internal error: the pass pipeline failed:\n" << diagnostics;
       return kExitInternal;
@@ -102,7 +143,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
       return kExitOk;
     }
 
-    codegen::CodegenOptions codegenOptions{options.target, maxSequence};
+    codegen::CodegenOptions codegenOptions{target, maxSequence};
     std::ostringstream glsl;
     if (options.emit == "glsl") codegenOptions.glsl = &glsl;
     plan::Plan plan = codegen::buildPlan(*module, codegenOptions);

@@ -1,6 +1,8 @@
 // The gerbilc driver: config.json -> arch spec -> gerbil module -> pass pipeline -> codegen -> plan.
 #pragma once
 
+#include "runtime/vulkan/Device.h"
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -12,7 +14,7 @@ struct CompileOptions {
   std::string outputPath;          // the plan (or "-" for stdout with --emit=mlir*)
   std::string emit = "plan";       // plan | mlir | mlir-opt | glsl
   std::string weightDtype = "f32"; // f32 | f16
-  std::string target = "generic";
+  std::string target = "generic";  // a target profile, or auto
   std::string archSpecDir;         // extra specs, searched before the built-in ones
   int64_t maxSequence = 0;         // 0: min(max_position_embeddings, 2048)
   int64_t prefillChunk = 0;        // 0: min(maxSequence, 256)
@@ -33,6 +35,12 @@ enum ExitCode : int { kExitOk = 0, kExitUsage = 2, kExitBadInput = 3, kExitInter
 
 // Compiles and writes the output; errors go to `err` as "gerbilc: error: ..." and give a non-zero code.
 int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err, CompileSummary *summary);
+
+// The target profile `--target auto` picks for a device: the first named profile whose extensions, subgroup
+// size, f16 arithmetic and (for cooperative matrices) Vulkan memory model the device has, else generic.
+std::string chooseTarget(const vk::DeviceInfo &device);
+// chooseTarget of the device gerbil-exec would pick, with a note on `err`; generic without any device.
+std::string autoTarget(std::ostream &err);
 
 // Prints the architecture registry.
 int listArchitectures(const std::string &archSpecDir, std::ostream &out, std::ostream &err);

@@ -17,18 +17,25 @@ using namespace mlir::gerbil;
 namespace {
 
 struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDispatchesPass> {
+  using GerbilFormDispatchesBase::GerbilFormDispatchesBase;
+
   void runOnOperation() override {
+    profile_ = parseTarget(target);
+    if (!profile_) {
+      getOperation().emitError() << "unknown target profile '" << target << "'";
+      return signalPassFailure();
+    }
     SmallVector<Operation *> computations;
     getOperation().walk([&](Operation *op) {
       if (op->getParentOfType<DispatchOp>() || isa<DispatchOp>(op)) return;
-      if (chooseKernel(op)) computations.push_back(op);
+      if (chooseKernel(op, *profile_)) computations.push_back(op);
     });
     for (Operation *op : computations)
       if (failed(wrap(op))) return signalPassFailure();
   }
 
   LogicalResult wrap(Operation *op) {
-    std::optional<KernelChoice> kernel = chooseKernel(op);
+    std::optional<KernelChoice> kernel = chooseKernel(op, *profile_);
     OpBuilder builder(op);
     auto dispatch = builder.create<DispatchOp>(op->getLoc(), op->getResultTypes(), op->getOperands(),
                                                kernel->kernel, kernel->grid, kernel->workgroup);
@@ -43,6 +50,8 @@ struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDis
     op->erase();
     return success();
   }
+
+  std::optional<TargetProfile> profile_;
 };
 
 } // namespace

@@ -8,7 +8,7 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
     pm.addNestedPass<func::FuncOp>(createGerbilFuseNormPrologue());
     pm.addNestedPass<func::FuncOp>(createGerbilFuseResidual());
   }
-  pm.addNestedPass<func::FuncOp>(createGerbilFormDispatches());
+  pm.addNestedPass<func::FuncOp>(createGerbilFormDispatches(GerbilFormDispatchesOptions{options.target}));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));
   pm.addPass(createGerbilVerifyModel(GerbilVerifyModelOptions{true}));
 }

@@ -15,6 +15,17 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
     throw RuntimeError("the plan needs shaderFloat16, which " + device.name + " lacks");
   if (r.storageBuffer16BitAccess && !device.storageBuffer16BitAccess)
     throw RuntimeError("the plan needs storageBuffer16BitAccess, which " + device.name + " lacks");
+  for (const std::string &extension : r.deviceExtensions)
+    if (!device.hasExtension(extension))
+      throw RuntimeError("the plan needs the Vulkan extension " + extension + ", which " + device.name +
+                         " lacks (compiled for --target " + plan.target + "; compile with --target generic)");
+  if (r.vulkanMemoryModel && !device.vulkanMemoryModel)
+    throw RuntimeError("the plan needs vulkanMemoryModel, which " + device.name +
+                       " lacks (compiled for --target " + plan.target + "; compile with --target generic)");
+  if (r.subgroupSize && r.subgroupSize != device.subgroupSize)
+    throw RuntimeError("the plan's kernels assume subgroups of " + std::to_string(r.subgroupSize) +
+                       " invocations; " + device.name + " has " + std::to_string(device.subgroupSize) +
+                       " (compiled for --target " + plan.target + "; compile with --target generic)");
   if (r.maxSharedMemoryBytes > device.maxSharedMemoryBytes)
     throw RuntimeError("the plan's kernels need " + std::to_string(r.maxSharedMemoryBytes) +
                        " bytes of shared memory; " + device.name + " has " +

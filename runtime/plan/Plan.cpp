@@ -95,7 +95,10 @@ json manifestToJson(const Plan &plan) {
   m["requires"] = json{{"shaderFloat16", plan.requires_.shaderFloat16},
                        {"storageBuffer16BitAccess", plan.requires_.storageBuffer16BitAccess},
                        {"maxStorageBufferRange", plan.requires_.maxStorageBufferRange},
-                       {"maxSharedMemoryBytes", plan.requires_.maxSharedMemoryBytes}};
+                       {"maxSharedMemoryBytes", plan.requires_.maxSharedMemoryBytes},
+                       {"vulkanMemoryModel", plan.requires_.vulkanMemoryModel},
+                       {"subgroupSize", plan.requires_.subgroupSize},
+                       {"deviceExtensions", plan.requires_.deviceExtensions}};
   m["target"] = plan.target;
   m["compilerVersion"] = plan.compilerVersion;
 
@@ -284,6 +287,9 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.requires_.storageBuffer16BitAccess = req["storageBuffer16BitAccess"].boolean();
   plan.requires_.maxStorageBufferRange = req["maxStorageBufferRange"].u64();
   plan.requires_.maxSharedMemoryBytes = req["maxSharedMemoryBytes"].u32();
+  plan.requires_.vulkanMemoryModel = req["vulkanMemoryModel"].boolean();
+  plan.requires_.subgroupSize = req["subgroupSize"].u32();
+  plan.requires_.deviceExtensions = req["deviceExtensions"].list([](const Reader &e) { return e.string(); });
 
   plan.target = root["target"].string();
   plan.compilerVersion = root["compilerVersion"].string();

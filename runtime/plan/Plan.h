@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
 
 class PlanError : public std::runtime_error {
 public:
@@ -122,6 +122,9 @@ struct Requirements {
   bool storageBuffer16BitAccess = false;
   uint64_t maxStorageBufferRange = 0;  // largest single binding
   uint32_t maxSharedMemoryBytes = 0;
+  bool vulkanMemoryModel = false;            // SPIR-V with the Vulkan memory model (cooperative matrices)
+  uint32_t subgroupSize = 0;                 // the kernels assume exactly this subgroup size; 0: any
+  std::vector<std::string> deviceExtensions; // Vulkan device extensions the kernels use (enabled at startup)
 };
 
 struct Plan {

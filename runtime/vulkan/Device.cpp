@@ -202,14 +202,101 @@ QueueChoice chooseComputeQueue(VkPhysicalDevice device) {
   return choice;
 }
 
-bool hasDeviceExtension(VkPhysicalDevice device, const char *name) {
+std::vector<std::string> deviceExtensions(VkPhysicalDevice device) {
   uint32_t count = 0;
-  if (vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr) != VK_SUCCESS) return false;
+  if (vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr) != VK_SUCCESS) return {};
   std::vector<VkExtensionProperties> extensions(count);
-  if (vkEnumerateDeviceExtensionProperties(device, nullptr, &count, extensions.data()) < 0) return false;
+  if (vkEnumerateDeviceExtensionProperties(device, nullptr, &count, extensions.data()) < 0) return {};
   extensions.resize(count);
-  return std::any_of(extensions.begin(), extensions.end(),
-                     [&](const VkExtensionProperties &e) { return std::strcmp(e.extensionName, name) == 0; });
+  std::vector<std::string> names;
+  for (const VkExtensionProperties &e : extensions) names.emplace_back(e.extensionName);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+const char *componentTypeName(VkComponentTypeNV type) {
+  switch (type) {
+  case VK_COMPONENT_TYPE_FLOAT16_NV:
+    return "f16";
+  case VK_COMPONENT_TYPE_FLOAT32_NV:
+    return "f32";
+  case VK_COMPONENT_TYPE_FLOAT64_NV:
+    return "f64";
+  case VK_COMPONENT_TYPE_SINT8_NV:
+    return "s8";
+  case VK_COMPONENT_TYPE_SINT16_NV:
+    return "s16";
+  case VK_COMPONENT_TYPE_SINT32_NV:
+    return "s32";
+  case VK_COMPONENT_TYPE_SINT64_NV:
+    return "s64";
+  case VK_COMPONENT_TYPE_UINT8_NV:
+    return "u8";
+  case VK_COMPONENT_TYPE_UINT16_NV:
+    return "u16";
+  case VK_COMPONENT_TYPE_UINT32_NV:
+    return "u32";
+  case VK_COMPONENT_TYPE_UINT64_NV:
+    return "u64";
+  default:
+    return "other";
+  }
+}
+
+std::string shapeName(uint32_t m, uint32_t n, uint32_t k, VkComponentTypeNV a, VkComponentTypeNV b,
+                      VkComponentTypeNV c, VkComponentTypeNV d) {
+  return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " + componentTypeName(a) +
+         "*" + componentTypeName(b) + "+" + componentTypeName(c) + "->" + componentTypeName(d);
+}
+
+// The subgroup-scope shapes of VK_NV_cooperative_matrix, through the instance-level query.
+std::vector<std::string> cooperativeMatrixNVShapes(VkInstance instance, VkPhysicalDevice device) {
+  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (!query) return {};
+  uint32_t count = 0;
+  if (query(device, &count, nullptr) != VK_SUCCESS) return {};
+  std::vector<VkCooperativeMatrixPropertiesNV> properties(count);
+  for (auto &p : properties) p.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  if (query(device, &count, properties.data()) < 0) return {};
+  properties.resize(count);
+  std::vector<std::string> shapes;
+  for (const auto &p : properties) {
+    if (p.scope != VK_SCOPE_SUBGROUP_NV) continue;
+    shapes.push_back(shapeName(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.DType));
+  }
+  return shapes;
+}
+
+// VK_KHR_cooperative_matrix is newer than Debian 12's Vulkan headers (1.3.239): its property struct and
+// query as the specification defines them. Its component types number as the NV ones do.
+struct CooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t MSize, NSize, KSize;
+  VkComponentTypeNV AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  VkScopeNV scope;
+};
+constexpr auto kCooperativeMatrixPropertiesKHR = static_cast<VkStructureType>(1000506001);
+using QueryCooperativeMatrixKHR = VkResult(VKAPI_PTR *)(VkPhysicalDevice, uint32_t *,
+                                                        CooperativeMatrixPropertiesKHR *);
+
+std::vector<std::string> cooperativeMatrixKHRShapes(VkInstance instance, VkPhysicalDevice device) {
+  auto query = reinterpret_cast<QueryCooperativeMatrixKHR>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!query) return {};
+  uint32_t count = 0;
+  if (query(device, &count, nullptr) != VK_SUCCESS) return {};
+  std::vector<CooperativeMatrixPropertiesKHR> properties(count);
+  for (auto &p : properties) p.sType = kCooperativeMatrixPropertiesKHR;
+  if (query(device, &count, properties.data()) < 0) return {};
+  properties.resize(count);
+  std::vector<std::string> shapes;
+  for (const auto &p : properties)
+    if (p.scope == VK_SCOPE_SUBGROUP_NV)
+      shapes.push_back(shapeName(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType));
+  return shapes;
 }
 
 const char *deviceTypeName(VkPhysicalDeviceType type) {
@@ -227,7 +314,7 @@ const char *deviceTypeName(VkPhysicalDeviceType type) {
   }
 }
 
-DeviceInfo describeDevice(VkPhysicalDevice device, uint32_t index) {
+DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t index) {
   VkPhysicalDeviceProperties base{};
   vkGetPhysicalDeviceProperties(device, &base);
   DeviceInfo info;
@@ -240,7 +327,11 @@ DeviceInfo describeDevice(VkPhysicalDevice device, uint32_t index) {
   for (int i = 0; i < 3; ++i) info.maxWorkgroupCount[i] = base.limits.maxComputeWorkGroupCount[i];
   info.timestamps = chooseComputeQueue(device).timestampValidBits > 0;
   info.timestampPeriodNs = base.limits.timestampPeriod;
-  info.cooperativeMatrix = hasDeviceExtension(device, "VK_KHR_cooperative_matrix");
+  info.extensions = deviceExtensions(device);
+  info.cooperativeMatrix = info.hasExtension("VK_KHR_cooperative_matrix");
+  if (info.hasExtension(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
+    info.cooperativeMatrixNVShapes = cooperativeMatrixNVShapes(instance, device);
+  if (info.cooperativeMatrix) info.cooperativeMatrixKHRShapes = cooperativeMatrixKHRShapes(instance, device);
 
   VkPhysicalDeviceMemoryProperties memory{};
   vkGetPhysicalDeviceMemoryProperties(device, &memory);
@@ -252,6 +343,8 @@ DeviceInfo describeDevice(VkPhysicalDevice device, uint32_t index) {
   if (base.apiVersion < VK_API_VERSION_1_1) return info;
   VkPhysicalDeviceDriverProperties driver{};
   driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+  VkPhysicalDeviceSubgroupSizeControlProperties sizeControl{};
+  sizeControl.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
   VkPhysicalDeviceProperties2 properties{};
@@ -259,8 +352,11 @@ DeviceInfo describeDevice(VkPhysicalDevice device, uint32_t index) {
   properties.pNext = &subgroup;
   bool isVulkan12 = base.apiVersion >= VK_API_VERSION_1_2;
   if (isVulkan12) subgroup.pNext = &driver;
+  if (base.apiVersion >= VK_API_VERSION_1_3) driver.pNext = &sizeControl;
   vkGetPhysicalDeviceProperties2(device, &properties);
   info.subgroupSize = subgroup.subgroupSize;
+  info.minSubgroupSize = sizeControl.minSubgroupSize;
+  info.maxSubgroupSize = sizeControl.maxSubgroupSize;
   if (!isVulkan12) return info;
   info.driver = driver.driverName;
 
@@ -275,6 +371,7 @@ DeviceInfo describeDevice(VkPhysicalDevice device, uint32_t index) {
   vkGetPhysicalDeviceFeatures2(device, &features);
   info.shaderFloat16 = features12.shaderFloat16;
   info.storageBuffer16BitAccess = features11.storageBuffer16BitAccess;
+  info.vulkanMemoryModel = features12.vulkanMemoryModel;
   return info;
 }
 
@@ -555,13 +652,18 @@ void Buffer::release() {
 // ---------------------------------------------------------------------------------------------------------
 // Devices
 
+bool DeviceInfo::hasExtension(const std::string &name) const {
+  return std::binary_search(extensions.begin(), extensions.end(), name);
+}
+
 std::vector<DeviceInfo> Context::listDevices() {
   std::atomic<uint32_t> unusedErrorCounter{0};
   InstanceHandles instance = createInstance(false, &unusedErrorCounter);
   try {
     std::vector<VkPhysicalDevice> devices = physicalDevices(instance.instance);
     std::vector<DeviceInfo> infos;
-    for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(describeDevice(devices[i], i));
+    for (uint32_t i = 0; i < devices.size(); ++i)
+      infos.push_back(describeDevice(instance.instance, devices[i], i));
     destroyInstance(instance);
     return infos;
   } catch (...) {
@@ -578,7 +680,8 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
 
   std::vector<VkPhysicalDevice> devices = physicalDevices(s.instance.instance);
   std::vector<DeviceInfo> infos;
-  for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(describeDevice(devices[i], i));
+  for (uint32_t i = 0; i < devices.size(); ++i)
+    infos.push_back(describeDevice(s.instance.instance, devices[i], i));
   uint32_t chosen = 0;
   if (options.deviceIndex == -1) {
     auto discrete =
@@ -640,6 +743,9 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   enabled12.pNext = isVulkan13 ? &enabled13 : nullptr;
   enabled12.shaderFloat16 = fp16 && supported12.shaderFloat16;
   enabled12.shaderInt8 = supported12.shaderInt8;
+  // Kernels on cooperative matrices are compiled with the Vulkan memory model (glslang requires it there).
+  enabled12.vulkanMemoryModel = supported12.vulkanMemoryModel;
+  enabled12.vulkanMemoryModelDeviceScope = supported12.vulkanMemoryModelDeviceScope;
   enabled12.storageBuffer8BitAccess = supported12.storageBuffer8BitAccess;
   // SPIR-V for Vulkan 1.0 declares storage buffers as Uniform + BufferBlock, which needs the uniform
   // variants.
@@ -658,6 +764,21 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   info_.storageBuffer16BitAccess = enabled11.storageBuffer16BitAccess;
   info_.timestamps = s.timestampValidBits > 0;
 
+  // The requested extensions the device has; the others are the caller's to refuse (it names them).
+  std::vector<const char *> extensionNames;
+  for (const std::string &name : options.extensions)
+    if (info_.hasExtension(name)) extensionNames.push_back(name.c_str());
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cooperativeMatrixNV{};
+  cooperativeMatrixNV.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  bool wantsCooperativeMatrixNV =
+      std::any_of(extensionNames.begin(), extensionNames.end(),
+                  [](const char *e) { return std::strcmp(e, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) == 0; });
+  if (wantsCooperativeMatrixNV) {
+    cooperativeMatrixNV.cooperativeMatrix = VK_TRUE;
+    cooperativeMatrixNV.pNext = enabled.pNext;
+    enabled.pNext = &cooperativeMatrixNV;
+  }
+
   float priority = 1.0f;
   VkDeviceQueueCreateInfo queueInfo{};
   queueInfo.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
@@ -669,6 +790,8 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   deviceInfo.pNext = &enabled;
   deviceInfo.queueCreateInfoCount = 1;
   deviceInfo.pQueueCreateInfos = &queueInfo;
+  deviceInfo.enabledExtensionCount = static_cast<uint32_t>(extensionNames.size());
+  deviceInfo.ppEnabledExtensionNames = extensionNames.data();
   check(vkCreateDevice(s.physical, &deviceInfo, nullptr, &s.device), "vkCreateDevice");
   device_ = s.device;
   vkGetDeviceQueue(s.device, s.queueFamily, 0, &s.queue);

@@ -41,7 +41,15 @@ struct DeviceInfo {
   uint32_t subgroupSize = 0;
   bool shaderFloat16 = false;
   bool storageBuffer16BitAccess = false;
-  bool cooperativeMatrix = false;
+  bool vulkanMemoryModel = false; // what glslang's cooperative-matrix SPIR-V declares
+  bool cooperativeMatrix = false; // VK_KHR_cooperative_matrix
+  // VK_NV_cooperative_matrix: the shapes it runs, as "MxNxK A*B+C->D" with component types
+  // ("16x16x16 f16*f16+f32->f32"), subgroup scope only.
+  std::vector<std::string> cooperativeMatrixNVShapes;
+  std::vector<std::string> cooperativeMatrixKHRShapes; // the same for VK_KHR_cooperative_matrix
+  uint32_t minSubgroupSize = 0, maxSubgroupSize = 0; // VK_EXT_subgroup_size_control (Vulkan 1.3)
+  std::vector<std::string> extensions;               // every device extension, sorted
+  bool hasExtension(const std::string &name) const;
   uint64_t maxStorageBufferRange = 0;
   uint32_t maxSharedMemoryBytes = 0;
   uint32_t maxWorkgroupCount[3] = {0, 0, 0};
@@ -53,6 +61,9 @@ struct ContextOptions {
   int deviceIndex = -1;      // -1: the first discrete GPU, else the first device
   bool validation = false;   // VK_LAYER_KHRONOS_validation (also turned on by GERBIL_VK_VALIDATION=1)
   bool enableFloat16 = true; // enable shaderFloat16 / 16-bit storage when the device has them
+  // Device extensions to enable where the device has them (with their features: cooperativeMatrix of
+  // VK_NV_cooperative_matrix); a plan's Requirements name them, and checking them is the caller's part.
+  std::vector<std::string> extensions;
   // Tests: copy through the staging buffer even where device memory is mapped (as it must be on a discrete
   // GPU), and the size of one staging copy, so that a small test crosses chunk boundaries.
   bool forceStaging = false;

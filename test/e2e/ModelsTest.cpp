@@ -78,11 +78,17 @@ protected:
   }
   void TearDown() override { fs::remove_all(work_); }
 
-  // Compiles the fixture; returns the plan path.
+  // Compiles the fixture (for the target profile GERBIL_E2E_TARGET names, generic by default); returns the
+  // plan path.
   fs::path compile(const std::string &dtype) {
     fs::path plan = work_ / (dtype + ".plan");
-    Result r = run((binDir() / "gerbilc").string() + " " + (model_ / "config.json").string() + " -o " + plan.string() +
-                " --dtype " + dtype);
+    const char *targetVariable = std::getenv("GERBIL_E2E_TARGET");
+    std::string target = targetVariable && *targetVariable ? targetVariable : "generic";
+    std::string command = (binDir() / "gerbilc").string() + " " + (model_ / "config.json").string() + " -o " +
+                          plan.string() + " --dtype " + dtype;
+    command += " --target ";
+    command += target;
+    Result r = run(command);
     EXPECT_EQ(r.code, 0) << r.output;
     return plan;
   }

@@ -83,6 +83,7 @@ int main(int argc, char **argv) {
     gerbil::exec::checkCheckpoint(plan, checkpoint);
     gerbil::vk::ContextOptions options;
     options.deviceIndex = device;
+    options.extensions = plan.requires_.deviceExtensions;
     gerbil::vk::Context context(options);
     gerbil::exec::checkDevice(plan, context.info());
     auto loadStart = Clock::now();

@@ -23,5 +23,7 @@ void writeLogits(const std::string &path, const std::vector<float> &prompt, cons
                  int64_t vocab);
 
 int listDevices(bool json);
+// --device-info: every device, or only `device` when it is not -1.
+int deviceInfo(int device, bool json);
 
 } // namespace gerbil::tool

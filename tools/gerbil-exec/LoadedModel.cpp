@@ -23,6 +23,7 @@ LoadedModel::LoadedModel(const plan::Plan &plan, const std::string &weightsDir, 
   vk::ContextOptions contextOptions;
   contextOptions.deviceIndex = device;
   contextOptions.validation = validation;
+  contextOptions.extensions = plan.requires_.deviceExtensions;
   context_ = std::make_unique<vk::Context>(contextOptions);
   exec::checkDevice(plan, context_->info());
   uint64_t needed = exec::deviceBytesNeeded(plan);

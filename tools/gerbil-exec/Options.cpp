@@ -49,6 +49,10 @@ void addOptions(CLI::App &app, Options &o) {
                  "Write the logits (safetensors: logits [T, vocab], step_logits [N, vocab])");
   app.add_option("--device", o.device, "Vulkan device index (see --list-devices)");
   app.add_flag("--list-devices", o.listDevices, "List Vulkan devices and exit");
+  app.add_flag(
+      "--device-info", o.deviceInfo,
+      "Describe each Vulkan device (or --device N) as the compiler's targets see it: limits, f16, "
+      "subgroup sizes, cooperative-matrix extensions and shapes, all extensions with --json; then exit");
   app.add_flag("--json", o.json,
                "Print one JSON object with the ids, text and timings on stdout (one per chat turn)");
   app.add_flag("--validation", o.validation, "Enable the Vulkan validation layers");

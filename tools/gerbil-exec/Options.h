@@ -31,7 +31,7 @@ struct Options {
   exec::SamplingOptions sampling;
   bool stopAtEos = false; // --prompt-ids mode only: text modes always stop at an end-of-sequence token
   // Output and device.
-  bool json = false, listDevices = false, validation = false;
+  bool json = false, listDevices = false, deviceInfo = false, validation = false;
   int device = -1;
 };
 

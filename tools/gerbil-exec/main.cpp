@@ -26,6 +26,7 @@ int main(int argc, char **argv) {
   };
   try {
     if (options.listDevices) return listDevices(options.json);
+    if (options.deviceInfo) return deviceInfo(options.device, options.json);
     if (options.plan.empty()) {
       std::cerr << "gerbil-exec: error: no plan given (see --help)\n";
       return kUsage;

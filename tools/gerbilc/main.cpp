@@ -24,7 +24,11 @@ int main(int argc, char **argv) {
       ->check(gerbil::cli::number(1, false, 2147483647));
   app.add_option("--prefill-chunk", options.prefillChunk, "Most tokens one step processes (default: 256)")
       ->check(gerbil::cli::number(1, false, 2147483647));
-  app.add_option("--target", options.target, "Kernel target profile (generic runs on every Vulkan device)");
+  app.add_option(
+      "--target", options.target,
+      "Kernel target profile: generic (every Vulkan device), nvidia (tensor cores through "
+      "VK_NV_cooperative_matrix, subgroup size 32; nvidia:TxNxK:WTxWN sets its matmul tiling) or auto (the "
+      "profile of the local GPU)");
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");

@@ -18,6 +18,7 @@ struct PipelineOptions {
   std::string weightDtype = "f32";
   int64_t maxTokens = 512;
   bool fuse = true;
+  std::string target = "generic"; // a TargetProfile name
 };
 
 // verify -> layout -> [fuse-norm-prologue -> fuse-residual] -> dispatch formation -> memory planning -> verify.

@@ -51,6 +51,10 @@ def GerbilFormDispatches : Pass<"gerbil-form-dispatches", "::mlir::func::FuncOp"
     Each compute op becomes a `gerbil.dispatch` whose body holds the op, with the kernel family, the
     workgroup size and the grid as an affine map of the token count T chosen by the kernel catalog.
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"generic\"",
+           "Target profile (generic, nvidia): which kernel families the catalog chooses">
+  ];
 }
 
 def GerbilPlanMemory : Pass<"gerbil-plan-memory", "::mlir::func::FuncOp"> {

@@ -1,0 +1,24 @@
+// The kernels of gerbil.attention: flash-style prefill attention over tiles of queries and keys
+// (attention_prefill.glsl) and the one-query-per-workgroup form decode runs (attention.glsl). PlanBuilder and
+// the kernel tests both specialise them here.
+#pragma once
+
+#include "compiler/codegen/KernelWriter.h"
+
+namespace gerbil::codegen {
+
+struct AttentionSpec {
+  bool decode = false; // one query per workgroup (attention.glsl)
+  int64_t heads = 0, kvHeads = 0, headDim = 0;
+  int64_t sequence = 0; // KV cache positions
+  double scale = 0;
+  int64_t window = 0; // sliding window; 0: none
+};
+
+// Bindings: q, k_cache, v_cache, result (then the state buffer). The workgroup is the kernel catalog's.
+KernelSource attentionKernel(const AttentionSpec &spec);
+
+// Workgroups for T queries (the kernel catalog gives dispatch formation the same).
+std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens);
+
+} // namespace gerbil::codegen

@@ -1,0 +1,98 @@
+#include "compiler/codegen/MatMulKernel.h"
+
+#include "compiler/codegen/ShaderCompiler.h"
+
+#include "gerbil/Passes/KernelCatalog.h"
+
+namespace gerbil::codegen {
+namespace {
+
+std::string uintValue(int64_t v) {
+  return std::to_string(v) + "u";
+}
+
+} // namespace
+
+KernelSource matmulKernel(const MatMulSpec &spec) {
+  namespace gd = mlir::gerbil;
+  KernelSource k;
+  auto define = [&](const std::string &name, const std::string &value) {
+    k.defines.emplace_back(name, value);
+  };
+  if (spec.variant != MatMulVariant::Tiled && spec.k % gd::kGemvLoad != 0)
+    throw CodegenError("a matmul with K = " + std::to_string(spec.k) + " cannot take 16-byte loads");
+  define("K", uintValue(spec.k));
+  define("N", uintValue(spec.n));
+  define("NORM_PROLOGUE", spec.norm ? "1" : "0");
+  define("RESIDUAL", spec.residual ? "1" : "0");
+  if (spec.norm) define("EPS", glslFloat(spec.eps));
+  define("W_PACKED16", spec.weight == plan::DType::F32 ? "0" : "1");
+  define("W_BF16", spec.weight == plan::DType::BF16 ? "1" : "0");
+  switch (spec.variant) {
+  case MatMulVariant::Gemv:
+    k.templateFile = "gemv.glsl";
+    k.workgroup = {64, 1, 1};
+    define("ROWS", uintValue(gd::kGemvRows));
+    break;
+  case MatMulVariant::Tiled:
+    k.templateFile = "matmul.glsl";
+    k.workgroup = {gd::kMatMulWorkgroup, 1, 1};
+    define("K_VEC8", spec.k % 8 == 0 ? "1" : "0");
+    break;
+  case MatMulVariant::Coop: {
+    if (spec.weight == plan::DType::F32)
+      throw CodegenError("the cooperative-matrix matmul needs f16 or bf16 weights");
+    const gd::CoopMatMulTiling &t = spec.coopTiling;
+    if (t.tileT % (16 * t.warpsT) != 0 || t.tileN % (16 * t.warpsN) != 0 || t.tileK % 16 != 0 ||
+        (t.tileT * t.tileK / 8) % t.workgroup() != 0 || (t.tileN * t.tileK / 8) % t.workgroup() != 0 ||
+        t.tileT % (t.warpsT * t.warpsN) != 0 || t.tileT > t.warpsT * t.warpsN * 256)
+      throw CodegenError("cooperative-matrix tiling " + std::to_string(t.tileT) + "x" +
+                         std::to_string(t.tileN) + "x" + std::to_string(t.tileK) +
+                         " does not divide into 16x16 fragments of its subgroups");
+    k.templateFile = "matmul_coop.glsl";
+    k.workgroup = {t.workgroup(), 1, 1};
+    k.extensions = {"GL_NV_cooperative_matrix", "GL_EXT_shader_explicit_arithmetic_types_float16",
+                    "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_arithmetic"};
+    define("TILE_T", uintValue(t.tileT));
+    define("TILE_N", uintValue(t.tileN));
+    define("TILE_K", uintValue(t.tileK));
+    define("WARPS_T", uintValue(t.warpsT));
+    define("WARPS_N", uintValue(t.warpsN));
+    k.deviceExtensions = {"VK_NV_cooperative_matrix"};
+    k.needsFloat16 = true;
+    k.needsVulkanMemoryModel = true; // glslang compiles GL_NV_cooperative_matrix with it
+    k.subgroupSize = 32;
+    // Two f16 slices of x and w (rows padded by 8 halves) and one f32 fragment per subgroup.
+    k.sharedMemoryBytes =
+        static_cast<uint32_t>(2 * (t.tileT + t.tileN) * (t.tileK + 8) * 2 + t.workgroup() / 32 * 16 * 16 * 4);
+    break;
+  }
+  }
+  bool gemv = spec.variant == MatMulVariant::Gemv;
+  k.bindings.push_back({"x", Access::Read, plan::DType::F32, true});
+  k.bindings.push_back({"w", Access::Read, spec.weight, true});
+  if (spec.norm)
+    k.bindings.push_back({"g", Access::Read, spec.normWeight, spec.normWeight == plan::DType::F32});
+  if (spec.residual) k.bindings.push_back({"residual", Access::Read, plan::DType::F32, false});
+  k.bindings.push_back({"result", Access::Write, plan::DType::F32, false});
+  if (spec.norm && spec.normWeight != plan::DType::F32 && spec.variant != MatMulVariant::Tiled)
+    throw CodegenError(std::string("the ") + (gemv ? "gemv" : "cooperative-matrix matmul") +
+                       " reads its norm weight as f32 vectors");
+  return k;
+}
+
+std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {
+  namespace gd = mlir::gerbil;
+  auto ceilDiv = [](int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); };
+  switch (spec.variant) {
+  case MatMulVariant::Gemv:
+    return {ceilDiv(spec.n, gd::kGemvRows), 1, 1};
+  case MatMulVariant::Tiled:
+    return {ceilDiv(spec.n, gd::kMatMulRows), ceilDiv(tokens, gd::kMatMulTokens), 1};
+  case MatMulVariant::Coop:
+    return {ceilDiv(spec.n, spec.coopTiling.tileN), ceilDiv(tokens, spec.coopTiling.tileT), 1};
+  }
+  return {1, 1, 1};
+}
+
+} // namespace gerbil::codegen

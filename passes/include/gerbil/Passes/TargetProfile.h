@@ -1,0 +1,77 @@
+// Target profiles: which kernels the compiler writes for a kind of device, and what the plan then requires
+// of it. `generic` runs on every Vulkan 1.2 device (lavapipe included); `nvidia` runs the prefill matmuls on
+// tensor cores through VK_NV_cooperative_matrix. Plain C++: the driver picks a profile for `--target auto`
+// from a device query without MLIR.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlir::gerbil {
+
+// Tiling of the cooperative-matrix matmul (matmul_coop.glsl): a workgroup of warpsT × warpsN subgroups
+// computes tileT tokens × tileN outputs, stepping through K by tileK.
+struct CoopMatMulTiling {
+  int64_t tileT, tileN, tileK, warpsT, warpsN;
+  int64_t workgroup() const { return warpsT * warpsN * 32; }
+};
+
+struct TargetProfile {
+  std::string name;
+  std::string description;
+  bool cooperativeMatrix = false; // prefill matmuls on GL_NV_cooperative_matrix (f16 × f16 → f32)
+  uint32_t subgroupSize = 0;      // the subgroup size the kernels assume; 0: any
+  CoopMatMulTiling coopTiling{};
+  std::vector<std::string> deviceExtensions; // Vulkan extensions the plan's kernels need
+};
+
+inline const std::vector<TargetProfile> &targetProfiles() {
+  static const std::vector<TargetProfile> profiles = {
+      {"generic", "any Vulkan 1.2 device: tiled f32 matmuls, no subgroup size assumed", false, 0, {}, {}},
+      // Hopper: 16×16×16 f16 fragments, 4 subgroups of 32 per workgroup, each 32 × 32 outputs; 37 KiB of
+      // the 48 KiB of shared memory.
+      {"nvidia",
+       "NVIDIA (Turing and later): prefill matmuls on tensor cores, subgroup size 32",
+       true,
+       32,
+       {64, 64, 32, 2, 2},
+       {"VK_NV_cooperative_matrix"}},
+  };
+  return profiles;
+}
+
+// nullptr when there is no profile of that name.
+inline const TargetProfile *findTargetProfile(std::string_view name) {
+  for (const TargetProfile &p : targetProfiles())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
+// its matmul tiling, "nvidia:TxNxK:WTxWN" (tokens × outputs × reduction step per workgroup, subgroups along
+// tokens × outputs; e.g. nvidia:128x128x32:2x4), to tune on a device. std::nullopt when it does not parse.
+inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
+  size_t colon = spec.find(':');
+  const TargetProfile *base = findTargetProfile(spec.substr(0, colon));
+  if (!base) return std::nullopt;
+  TargetProfile profile = *base;
+  if (colon == std::string_view::npos) return profile;
+  if (!profile.cooperativeMatrix) return std::nullopt;
+  int64_t v[5];
+  int used = 0;
+  std::string text(spec.substr(colon + 1));
+  if (std::sscanf(text.c_str(), "%ldx%ldx%ld:%ldx%ld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used) != 5 ||
+      used != static_cast<int>(text.size()))
+    return std::nullopt;
+  for (int64_t x : v)
+    if (x <= 0 || x > 1024) return std::nullopt;
+  profile.name = std::string(spec);
+  profile.coopTiling = {v[0], v[1], v[2], v[3], v[4]};
+  return profile;
+}
+
+} // namespace mlir::gerbil

@@ -1,0 +1,366 @@
+// The matmul and attention kernels, as codegen specialises them, run on the Vulkan device (lavapipe in CI)
+// against a double-precision reference. Matmuls: over shapes that stress the tiling: T of 1..7 and across
+// tile edges, N and K that are not multiples of the tiles, K that is not a multiple of 8 (scalar loads), each
+// weight dtype, with and without the RMSNorm prologue and the residual epilogue. The cooperative-matrix
+// variant runs where the device has VK_NV_cooperative_matrix (the H200) and is compiled and validated
+// everywhere. Attention: prompts across query and key tiles, after earlier positions in the cache,
+// grouped-query heads, sliding windows and head dims that do not split evenly over the lanes.
+#include "compiler/codegen/AttentionKernel.h"
+#include "compiler/codegen/MatMulKernel.h"
+#include "compiler/codegen/ShaderCompiler.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/vulkan/Device.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+
+using namespace gerbil;
+using codegen::MatMulSpec;
+using codegen::MatMulVariant;
+
+namespace {
+
+struct Shape {
+  uint32_t tokens;
+  int64_t n, k;
+};
+
+// Weights are multiples of 1/64 in [-1, 1]: exact in f16 and bf16, so only the kernel's arithmetic differs
+// from the reference.
+float weightValue(std::mt19937 &rng) {
+  return static_cast<float>(static_cast<int>(rng() % 129) - 64) / 64.0f;
+}
+
+std::vector<uint8_t> packWeights(const std::vector<float> &w, plan::DType dtype) {
+  std::vector<uint8_t> bytes(w.size() * plan::byteSize(dtype));
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (dtype == plan::DType::F32) {
+      std::memcpy(bytes.data() + 4 * i, &w[i], 4);
+    } else if (dtype == plan::DType::F16) {
+      _Float16 h = static_cast<_Float16>(w[i]);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    } else {
+      uint32_t bits;
+      std::memcpy(&bits, &w[i], 4);
+      uint16_t high = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(bytes.data() + 2 * i, &high, 2);
+    }
+  }
+  return bytes;
+}
+
+class MatMulKernelTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    vk::ContextOptions options;
+    options.extensions = {"VK_NV_cooperative_matrix"};
+    try {
+      ctx_ = std::make_unique<vk::Context>(options);
+    } catch (const vk::NoDeviceError &e) {
+      GTEST_SKIP() << e.what();
+    }
+  }
+
+  bool hasCooperativeMatrix() const {
+    return ctx_->info().hasExtension("VK_NV_cooperative_matrix") && ctx_->info().shaderFloat16 &&
+           ctx_->info().subgroupSize == 32;
+  }
+
+  // Runs the kernel of `spec` on random inputs and compares every output with the reference.
+  void check(MatMulSpec spec, const Shape &shape) {
+    spec.k = shape.k;
+    spec.n = shape.n;
+    const uint32_t t = shape.tokens;
+    const int64_t n = shape.n, k = shape.k;
+    std::mt19937 rng(static_cast<uint32_t>(t * 7919 + n * 104729 + k));
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    std::vector<float> x(t * k), w(n * k), g(k), residual(t * n);
+    for (float &v : x) v = uniform(rng);
+    for (float &v : w) v = weightValue(rng);
+    for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
+    for (float &v : residual) v = uniform(rng);
+
+    // The reference, with x rounded to f16 after the prologue as the cooperative-matrix kernel does.
+    bool halfInputs = spec.variant == MatMulVariant::Coop;
+    std::vector<double> expected(t * n);
+    for (uint32_t row = 0; row < t; ++row) {
+      double scale = 1.0;
+      if (spec.norm) {
+        double sumSquares = 0;
+        for (int64_t i = 0; i < k; ++i) sumSquares += double(x[row * k + i]) * x[row * k + i];
+        scale = 1.0 / std::sqrt(sumSquares / double(k) + spec.eps);
+      }
+      std::vector<double> input(k);
+      for (int64_t i = 0; i < k; ++i) {
+        double v = x[row * k + i] * (spec.norm ? scale * g[i] : 1.0);
+        input[i] = halfInputs ? double(static_cast<_Float16>(static_cast<float>(v))) : v;
+      }
+      for (int64_t col = 0; col < n; ++col) {
+        double sum = 0;
+        for (int64_t i = 0; i < k; ++i) sum += input[i] * w[col * k + i];
+        expected[row * n + col] = sum + (spec.residual ? residual[row * n + col] : 0.0);
+      }
+    }
+
+    codegen::KernelSource source = codegen::matmulKernel(spec);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "matmul test kernel");
+    if (spec.variant == MatMulVariant::Coop && !hasCooperativeMatrix())
+      GTEST_SKIP() << ctx_->info().name
+                   << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
+                   << "validated only)";
+
+    auto upload = [&](const void *data, size_t bytes, const std::string &name) {
+      vk::Buffer b = ctx_->createBuffer(std::max<size_t>(bytes, 16), name);
+      ctx_->upload(b, 0, data, bytes);
+      return b;
+    };
+    std::vector<uint8_t> packed = packWeights(w, spec.weight);
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(x.data(), x.size() * 4, "x"));
+    buffers.push_back(upload(packed.data(), packed.size(), "w"));
+    if (spec.norm) buffers.push_back(upload(g.data(), g.size() * 4, "g"));
+    if (spec.residual) buffers.push_back(upload(residual.data(), residual.size() * 4, "residual"));
+    buffers.push_back(ctx_->createBuffer(t * n * 4, "result"));
+    ctx_->fill(buffers.back(), 0x7fc00000u); // NaN: an output the kernel misses fails the comparison
+    buffers.push_back(ctx_->createBuffer(64, "state"));
+    ctx_->fill(buffers.back(), 0);
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+
+    std::vector<vk::BufferRange> ranges;
+    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
+    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
+                                                 plan::kPushConstantBytes, "matmul test kernel");
+    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
+    std::array<uint32_t, 3> grid = codegen::matmulGrid(spec, t);
+    uint32_t push[2] = {t, 0};
+    VkCommandBuffer cmd = ctx_->beginCommands();
+    ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
+    ctx_->submitAndWait(cmd);
+    std::vector<float> result(t * n);
+    ctx_->download(buffers[buffers.size() - 2], 0, result.data(), result.size() * 4);
+
+    // f32 accumulation in another order: the error grows with K. With f16 inputs the reference rounds them
+    // too, but an input within rounding error of a tie may round the other way (one f16 step, 1/1024).
+    double tolerance = 1e-5 * double(k) + 1e-4 + (halfInputs ? 4e-3 * std::sqrt(double(k)) : 0.0);
+    for (uint32_t row = 0; row < t; ++row)
+      for (int64_t col = 0; col < n; ++col)
+        ASSERT_NEAR(result[row * n + col], expected[row * n + col], tolerance)
+            << "T=" << t << " N=" << n << " K=" << k << ": token " << row << ", output " << col;
+  }
+
+  std::unique_ptr<vk::Context> ctx_;
+  codegen::ShaderCompiler compiler_;
+};
+
+const Shape kTiledShapes[] = {
+    {1, 64, 64},    {3, 72, 176},  {7, 100, 72}, {6, 512, 64},  {64, 64, 64},
+    {65, 130, 160}, {130, 33, 96}, {5, 33, 37},  {70, 129, 99}, {200, 96, 256},
+};
+
+TEST_F(MatMulKernelTest, TiledMatchesTheReferenceForEveryWeightType) {
+  // The weight type only changes the staging loads: the vector path (K a multiple of 8) and the scalar one.
+  const Shape shapes[] = {{1, 64, 64}, {3, 72, 176}, {65, 130, 160}, {5, 33, 37}, {70, 129, 99}};
+  for (plan::DType dtype : {plan::DType::F32, plan::DType::F16, plan::DType::BF16})
+    for (const Shape &shape : shapes) {
+      MatMulSpec spec;
+      spec.weight = dtype;
+      check(spec, shape);
+    }
+}
+
+TEST_F(MatMulKernelTest, TiledNormPrologueAndResidualEpilogue) {
+  for (const Shape &shape : kTiledShapes)
+    for (int variant = 1; variant < 4; ++variant) {
+      MatMulSpec spec;
+      spec.weight = plan::DType::F16;
+      spec.norm = variant & 1;
+      spec.residual = variant & 2;
+      spec.eps = 1e-5;
+      check(spec, shape);
+    }
+}
+
+TEST_F(MatMulKernelTest, GemvMatchesTheReference) {
+  for (plan::DType dtype : {plan::DType::F32, plan::DType::F16, plan::DType::BF16})
+    for (int variant = 0; variant < 4; ++variant) {
+      MatMulSpec spec;
+      spec.variant = MatMulVariant::Gemv;
+      spec.weight = dtype;
+      spec.norm = variant & 1;
+      spec.residual = variant & 2;
+      spec.eps = 1e-6;
+      check(spec, {1, 130, 176});
+    }
+}
+
+TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
+  const Shape shapes[] = {{1, 64, 64},    {7, 100, 72},    {64, 64, 64},
+                          {65, 130, 160}, {130, 200, 256}, {512, 192, 512}};
+  // The profile's tiling and larger ones to tune with (gerbilc --target nvidia:TxNxK:WTxWN).
+  const char *targets[] = {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x64x32:2x2", "nvidia:64x128x16:1x4"};
+  if (!hasCooperativeMatrix()) {
+    // Every tiling and variant still compiles to valid SPIR-V and fits the 48 KiB of shared memory of the
+    // devices that have the extension.
+    for (const char *target : targets)
+      for (int variant = 0; variant < 8; ++variant) {
+        MatMulSpec spec;
+        spec.variant = MatMulVariant::Coop;
+        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+        spec.k = 4096;
+        spec.n = 1000;
+        spec.weight = variant & 4 ? plan::DType::BF16 : plan::DType::F16;
+        spec.norm = variant & 1;
+        spec.residual = variant & 2;
+        spec.eps = 1e-5;
+        codegen::KernelSource source = codegen::matmulKernel(spec);
+        EXPECT_LE(source.sharedMemoryBytes, 48u * 1024) << target;
+        compiler_.compile(codegen::writeKernel(source), target);
+      }
+    GTEST_SKIP() << ctx_->info().name
+                 << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
+                 << "validated only)";
+  }
+  for (const char *target : targets)
+    for (const Shape &shape : shapes)
+      for (int variant = 0; variant < 4; ++variant)
+        for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16}) {
+          MatMulSpec spec;
+          spec.variant = MatMulVariant::Coop;
+          spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+          spec.weight = dtype;
+          spec.norm = variant & 1;
+          spec.residual = variant & 2;
+          spec.eps = 1e-5;
+          check(spec, shape);
+          if (IsSkipped()) return;
+          ASSERT_FALSE(HasFatalFailure()) << target;
+        }
+}
+
+struct AttentionCase {
+  codegen::AttentionSpec spec;
+  uint32_t tokens, start; // queries, and the position of the first
+};
+
+class AttentionKernelTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    try {
+      ctx_ = std::make_unique<vk::Context>(vk::ContextOptions{});
+    } catch (const vk::NoDeviceError &e) {
+      GTEST_SKIP() << e.what();
+    }
+  }
+
+  void check(const AttentionCase &c) {
+    const codegen::AttentionSpec &spec = c.spec;
+    const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
+    const uint32_t t = c.tokens;
+    std::mt19937 rng(t * 31 + c.start * 7 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
+    std::uniform_real_distribution<float> uniform(-1.5f, 1.5f);
+    std::vector<float> q(t * heads * dim), keys(kvHeads * seq * dim), values(kvHeads * seq * dim);
+    for (float &v : q) v = uniform(rng);
+    for (float &v : keys) v = uniform(rng);
+    for (float &v : values) v = uniform(rng);
+
+    std::vector<double> expected(q.size());
+    for (uint32_t i = 0; i < t; ++i)
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t kv = h / (heads / kvHeads), position = c.start + i;
+        int64_t first = spec.window > 0 ? std::max<int64_t>(0, position - spec.window + 1) : 0;
+        std::vector<double> scores;
+        double largest = -1e300;
+        for (int64_t key = first; key <= position; ++key) {
+          double dot = 0;
+          for (int64_t d = 0; d < dim; ++d)
+            dot += double(q[(i * heads + h) * dim + d]) * keys[(kv * seq + key) * dim + d];
+          scores.push_back(dot * spec.scale);
+          largest = std::max(largest, scores.back());
+        }
+        double total = 0;
+        for (double &s : scores) total += (s = std::exp(s - largest));
+        for (int64_t d = 0; d < dim; ++d) {
+          double sum = 0;
+          for (size_t j = 0; j < scores.size(); ++j)
+            sum += scores[j] * values[(kv * seq + first + j) * dim + d];
+          expected[(i * heads + h) * dim + d] = sum / total;
+        }
+      }
+
+    codegen::KernelSource source = codegen::attentionKernel(spec);
+    ASSERT_LE(source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "attention test kernel");
+    auto upload = [&](const std::vector<float> &data, const std::string &name) {
+      vk::Buffer b = ctx_->createBuffer(data.size() * 4, name);
+      ctx_->upload(b, 0, data.data(), data.size() * 4);
+      return b;
+    };
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(q, "q"));
+    buffers.push_back(upload(keys, "k_cache"));
+    buffers.push_back(upload(values, "v_cache"));
+    buffers.push_back(ctx_->createBuffer(q.size() * 4, "result"));
+    ctx_->fill(buffers.back(), 0x7fc00000u);
+    std::vector<uint32_t> state(2 + seq, 0);
+    state[0] = c.start;
+    buffers.push_back(ctx_->createBuffer(state.size() * 4, "state"));
+    ctx_->upload(buffers.back(), 0, state.data(), state.size() * 4);
+    std::vector<vk::BufferRange> ranges;
+    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
+    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
+                                                 plan::kPushConstantBytes, "attention test kernel");
+    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
+    std::array<uint32_t, 3> grid = codegen::attentionGrid(spec, t);
+    uint32_t push[2] = {t, 0};
+    VkCommandBuffer cmd = ctx_->beginCommands();
+    ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
+    ctx_->submitAndWait(cmd);
+    std::vector<float> result(q.size());
+    ctx_->download(buffers[3], 0, result.data(), result.size() * 4);
+    for (size_t i = 0; i < result.size(); ++i)
+      ASSERT_NEAR(result[i], expected[i], 1e-4) << "T=" << t << " start=" << c.start << " head_dim=" << dim
+                                                << " window=" << spec.window << ": element " << i;
+  }
+
+  std::unique_ptr<vk::Context> ctx_;
+  codegen::ShaderCompiler compiler_;
+};
+
+TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
+  // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.
+  const AttentionCase cases[] = {
+      {{false, 4, 1, 16, 160, 0.25, 0}, 1, 0},   {{false, 4, 1, 16, 160, 0.25, 0}, 7, 0},
+      {{false, 4, 2, 32, 160, 0.17, 0}, 100, 0}, {{false, 4, 2, 32, 160, 0.17, 0}, 37, 50},
+      {{false, 3, 3, 72, 160, 0.11, 0}, 45, 20}, {{false, 2, 1, 20, 160, 0.2, 0}, 33, 0},
+      {{false, 4, 2, 16, 160, 0.25, 13}, 70, 9}, {{false, 2, 2, 128, 160, 0.088, 0}, 40, 10},
+  };
+  for (const AttentionCase &c : cases) check(c);
+}
+
+TEST_F(AttentionKernelTest, DecodeMatchesTheReference) {
+  const AttentionCase cases[] = {
+      {{true, 4, 1, 16, 160, 0.25, 0}, 1, 0},
+      {{true, 4, 2, 32, 160, 0.17, 0}, 1, 130},
+      {{true, 4, 2, 16, 160, 0.25, 13}, 1, 90},
+  };
+  for (const AttentionCase &c : cases) check(c);
+}
+
+TEST(MatMulKernelSpec, RefusesShapesItCannotTake) {
+  MatMulSpec spec;
+  spec.variant = MatMulVariant::Coop;
+  spec.coopTiling = mlir::gerbil::findTargetProfile("nvidia")->coopTiling;
+  spec.k = 100;
+  spec.n = 64;
+  spec.weight = plan::DType::F16;
+  EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
+  spec.k = 64;
+  spec.weight = plan::DType::F32;
+  EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
+}
+
+} // namespace
