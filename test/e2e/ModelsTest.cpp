@@ -58,7 +58,10 @@ std::vector<float> floats(const TensorView &t) {
 
 std::string joinIds(const std::vector<int64_t> &ids, size_t count) {
   std::string s;
-  for (size_t i = 0; i < count; ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < count; ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
   return s;
 }
 
