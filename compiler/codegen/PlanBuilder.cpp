@@ -246,7 +246,7 @@ private:
           if (spec.norm) spec.normWeight = operandDType(dispatch.getOperand(2));
           bool coop = llvm::StringRef(family).ends_with("_coop");
           spec.variant = decode ? MatMulVariant::Gemv : coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
-          if (coop) spec.coopTiling = profile_->coopTiling;
+          if (coop) spec.coopTiling = mlir::gerbil::coopTilingFor(*profile_, spec.n);
           std::array<int64_t, 3> workgroup = k.source.workgroup;
           k.source = matmulKernel(spec);
           if (!decode && k.source.workgroup != workgroup)

@@ -56,7 +56,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         KernelChoice c = choice(ctx, family, kMatMulWorkgroup, constant(ceilDiv(n, kMatMulRows)),
                                 tokens.ceilDiv(kMatMulTokens));
         if (usesCoopMatMul(profile, k) && hasHalfWeights(mm)) {
-          const CoopMatMulTiling &tiling = profile.coopTiling;
+          CoopMatMulTiling tiling = coopTilingFor(profile, n);
           c = choice(ctx, family + "_coop", tiling.workgroup(), constant(ceilDiv(n, tiling.tileN)),
                      tokens.ceilDiv(tiling.tileT));
         }
