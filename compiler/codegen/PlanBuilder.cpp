@@ -181,7 +181,9 @@ private:
   // `decode`: the one-token variant, where the dispatch has one (decode_grid).
   KernelInstance specify(gd::DispatchOp dispatch, Operation *op, bool decode) {
     KernelInstance k;
-    k.source.workgroup = {dispatch.getWorkgroup()[0], dispatch.getWorkgroup()[1], dispatch.getWorkgroup()[2]};
+    ArrayRef<int64_t> wg =
+        decode && dispatch.getDecodeWorkgroup() ? *dispatch.getDecodeWorkgroup() : dispatch.getWorkgroup();
+    k.source.workgroup = {wg[0], wg[1], wg[2]};
     auto define = [&](const std::string &name, const std::string &value) { k.source.defines.emplace_back(name, value); };
     auto bind = [&](const std::string &name, Access access, BindingSource origin) {
       plan::DType dtype = plan::DType::F32;
@@ -238,10 +240,8 @@ private:
           if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
           k.source.templateFile = decode ? "gemv.glsl" : "matmul.glsl";
           if (decode) {
-            plan::DType w = operandDType(dispatch.getOperand(1));  // the body sees block arguments
-            define("ROWS", uintValue(gd::kGemvRows));
-            define("W_PACKED16", w == plan::DType::F32 ? "0" : "1");
-            define("W_BF16", w == plan::DType::BF16 ? "1" : "0");
+            defineGemv(k, "MODE_SINGLE", rowWidth(m->getOperand(0)), rowWidth(m->getResult(0)),
+                       operandDType(dispatch.getOperand(1))); // the body sees block arguments
           } else {
             define("ROWS", uintValue(gd::kMatMulRows));
             define("TOKENS", uintValue(gd::kMatMulTokens));
@@ -253,9 +253,7 @@ private:
           if (norm) bind("g", Access::Read, operand(next++));
           if (residual) bind("residual", Access::Read, operand(next++));
           bind("result", Access::Write, result);
-          if (decode)
-            for (auto &b : k.source.bindings)
-              if (b.name == "x" || b.name == "w" || b.name == "g") b.vec4View = true;
+          if (decode) addGemvViews(k);
         })
         .Case<gd::AddOp, gd::MulOp>([&](Operation *e) {
           k.source.templateFile = "elementwise.glsl";
@@ -328,6 +326,30 @@ private:
     return k;
   }
 
+  // The defines of gemv.glsl for a K -> N projection (N outputs; with MODE_GATE_UP, N gate/up pairs).
+  void defineGemv(KernelInstance &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights) {
+    gd::GemvShape shape = gd::gemvShape(kDim, n, mode == "MODE_GATE_UP");
+    auto define = [&](const std::string &name, const std::string &value) {
+      k.source.defines.emplace_back(name, value);
+    };
+    for (const char *m : {"MODE_SINGLE", "MODE_GATE_UP", "MODE_QKV"}) define(m, mode == m ? "1" : "0");
+    int64_t perLoad = weights == plan::DType::F32 ? 4 : 8;
+    define("ROWS", uintValue(shape.rows));
+    define("SLOTS", uintValue(shape.slots()));
+    define("X_TILE", uintValue(shape.xTile));
+    define("X_VEC4", kDim % 4 == 0 ? "1" : "0");
+    define("VEC_LOADS", kDim % perLoad == 0 ? "1" : "0");
+    define("W_PACKED16", weights == plan::DType::F32 ? "0" : "1");
+    define("W_BF16", weights == plan::DType::BF16 ? "1" : "0");
+    k.source.subgroupOps = options_.subgroupOps;
+  }
+
+  // 16-byte views of the gemv's input, norm weight and weight matrices.
+  static void addGemvViews(KernelInstance &k) {
+    for (auto &b : k.source.bindings)
+      if (b.name == "x" || b.name == "g" || b.name.rfind("w", 0) == 0) b.vec4View = true;
+  }
+
   plan::Dispatch lower(gd::DispatchOp dispatch, bool decode) {
     decode = decode && dispatch.getDecodeGrid().has_value();
     Block &body = dispatch.getBody().front();
@@ -390,6 +412,12 @@ private:
     kernel.name = dispatch.getKernel().str() + "." + std::to_string(plan_.kernels.size());
     if (options_.glsl) *options_.glsl << "// ---- kernel " << kernel.name << " (first used by " << locationName(dispatch.getLoc()) << ")\n" << glsl << "\n";
     kernel.spirv = compiler_.compile(glsl, kernel.name + " (" + locationName(dispatch.getLoc()) + ")");
+    plan_.requires_.maxSharedMemoryBytes =
+        std::max(plan_.requires_.maxSharedMemoryBytes, workgroupMemoryBytes(kernel.spirv));
+    if (source.subgroupOps) {
+      plan_.requires_.subgroupArithmetic = true;
+      plan_.requires_.minSubgroupSize = kMinSubgroupSize;
+    }
     kernel.numBindings = static_cast<uint32_t>(source.bindings.size()) + 1;  // + the state buffer
     kernel.workgroupSize = {static_cast<uint32_t>(source.workgroup[0]), static_cast<uint32_t>(source.workgroup[1]),
                             static_cast<uint32_t>(source.workgroup[2])};

@@ -96,6 +96,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     }
 
     codegen::CodegenOptions codegenOptions{options.target, maxSequence};
+    codegenOptions.subgroupOps = options.subgroupOps;
     std::ostringstream glsl;
     if (options.emit == "glsl") codegenOptions.glsl = &glsl;
     plan::Plan plan = codegen::buildPlan(*module, codegenOptions);

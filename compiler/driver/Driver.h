@@ -16,6 +16,7 @@ struct CompileOptions {
   std::string archSpecDir;         // extra specs, searched before the built-in ones
   int64_t maxSequence = 0;         // 0: min(max_position_embeddings, 2048)
   int64_t prefillChunk = 0;        // 0: min(maxSequence, 256)
+  bool subgroupOps = true;         // false: kernels reduce through shared memory only (--no-subgroup-ops)
 };
 
 struct CompileSummary {

@@ -19,6 +19,18 @@ KernelChoice choice(MLIRContext *ctx, StringRef kernel, int64_t wg, AffineExpr x
 
 } // namespace
 
+GemvShape mlir::gerbil::gemvShape(int64_t k, int64_t n, bool pairedRows) {
+  GemvShape shape;
+  shape.pairedRows = pairedRows;
+  shape.workgroup = k >= 4096 ? 256 : k >= 2048 ? 128 : 64;
+  // At least ~512 workgroups where N allows; at most 16 dot products (registers) per invocation.
+  shape.rows = n >= 512 * 16 ? 16 : n >= 512 * 8 ? 8 : n >= 512 * 4 ? 4 : 2;
+  if (pairedRows) shape.rows = std::min<int64_t>(shape.rows, 8);
+  int64_t tiles = (k + kGemvMaxXTile - 1) / kGemvMaxXTile;
+  shape.xTile = std::min(k, ((k + tiles - 1) / tiles + 7) / 8 * 8);
+  return shape;
+}
+
 std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op) {
   MLIRContext *ctx = op->getContext();
   AffineExpr tokens = getAffineSymbolExpr(0, ctx);
@@ -38,8 +50,9 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op) {
         int64_t n = rowWidth(mm->getResult(0)), k = rowWidth(mm->getOperand(0));
         KernelChoice c = choice(ctx, isa<LinearOp>(mm) ? "linear" : "matmul", 64, constant(ceilDiv(n, kMatMulRows)),
                                 tokens.ceilDiv(kMatMulTokens));
-        if (k % kGemvLoad == 0)
-          c.decodeGrid = AffineMap::get(0, 1, {constant(ceilDiv(n, kGemvRows)), constant(1), constant(1)}, ctx);
+        GemvShape gemv = gemvShape(k, n, false);
+        c.decodeGrid = AffineMap::get(0, 1, {constant(ceilDiv(n, gemv.rows)), constant(1), constant(1)}, ctx);
+        c.decodeWorkgroup = {gemv.workgroup, 1, 1};
         return c;
       })
       .Case<AddOp, MulOp, SiLUOp, GELUOp>([&](Operation *e) {

@@ -19,6 +19,13 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
     throw RuntimeError("the plan's kernels need " + std::to_string(r.maxSharedMemoryBytes) +
                        " bytes of shared memory; " + device.name + " has " +
                        std::to_string(device.maxSharedMemoryBytes));
+  if (r.subgroupArithmetic && !device.subgroupArithmetic)
+    throw RuntimeError("the plan's kernels use subgroup arithmetic in compute shaders, which " + device.name +
+                       " lacks; compile with gerbilc --no-subgroup-ops");
+  if (r.subgroupArithmetic && device.minSubgroupSize < r.minSubgroupSize)
+    throw RuntimeError("the plan's kernels need subgroups of at least " + std::to_string(r.minSubgroupSize) +
+                       " invocations; " + device.name + " may use " + std::to_string(device.minSubgroupSize) +
+                       "; compile with gerbilc --no-subgroup-ops");
   for (const plan::Dispatch &d : plan.prefill)
     for (int i = 0; i < 3; ++i)
       if (d.grid[i].evaluate(plan.limits.prefillChunk) > device.maxWorkgroupCount[i])

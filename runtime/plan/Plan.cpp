@@ -95,7 +95,9 @@ json manifestToJson(const Plan &plan) {
   m["requires"] = json{{"shaderFloat16", plan.requires_.shaderFloat16},
                        {"storageBuffer16BitAccess", plan.requires_.storageBuffer16BitAccess},
                        {"maxStorageBufferRange", plan.requires_.maxStorageBufferRange},
-                       {"maxSharedMemoryBytes", plan.requires_.maxSharedMemoryBytes}};
+                       {"maxSharedMemoryBytes", plan.requires_.maxSharedMemoryBytes},
+                       {"subgroupArithmetic", plan.requires_.subgroupArithmetic},
+                       {"minSubgroupSize", plan.requires_.minSubgroupSize}};
   m["target"] = plan.target;
   m["compilerVersion"] = plan.compilerVersion;
 
@@ -284,6 +286,8 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.requires_.storageBuffer16BitAccess = req["storageBuffer16BitAccess"].boolean();
   plan.requires_.maxStorageBufferRange = req["maxStorageBufferRange"].u64();
   plan.requires_.maxSharedMemoryBytes = req["maxSharedMemoryBytes"].u32();
+  plan.requires_.subgroupArithmetic = req["subgroupArithmetic"].boolean();
+  plan.requires_.minSubgroupSize = req["minSubgroupSize"].u32();
 
   plan.target = root["target"].string();
   plan.compilerVersion = root["compilerVersion"].string();

@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
 
 class PlanError : public std::runtime_error {
 public:
@@ -122,6 +122,10 @@ struct Requirements {
   bool storageBuffer16BitAccess = false;
   uint64_t maxStorageBufferRange = 0;  // largest single binding
   uint32_t maxSharedMemoryBytes = 0;
+  // Kernels reduce with subgroupAdd/subgroupMax in compute shaders (GL_KHR_shader_subgroup_arithmetic), and
+  // size their shared arrays of per-subgroup partial results for subgroups of at least minSubgroupSize.
+  bool subgroupArithmetic = false;
+  uint32_t minSubgroupSize = 0;
 };
 
 struct Plan {

@@ -254,13 +254,21 @@ DeviceInfo describeDevice(VkPhysicalDevice device, uint32_t index) {
   driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  VkPhysicalDeviceVulkan13Properties properties13{};
+  properties13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES;
   VkPhysicalDeviceProperties2 properties{};
   properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   properties.pNext = &subgroup;
   bool isVulkan12 = base.apiVersion >= VK_API_VERSION_1_2;
   if (isVulkan12) subgroup.pNext = &driver;
+  if (base.apiVersion >= VK_API_VERSION_1_3) driver.pNext = &properties13;
   vkGetPhysicalDeviceProperties2(device, &properties);
   info.subgroupSize = subgroup.subgroupSize;
+  info.minSubgroupSize = subgroup.subgroupSize;
+  if (base.apiVersion >= VK_API_VERSION_1_3 && properties13.minSubgroupSize > 0)
+    info.minSubgroupSize = std::min(subgroup.subgroupSize, properties13.minSubgroupSize);
+  info.subgroupArithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   if (!isVulkan12) return info;
   info.driver = driver.driverName;
 

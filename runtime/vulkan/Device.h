@@ -39,6 +39,10 @@ struct DeviceInfo {
   uint32_t apiVersion = 0;
   uint64_t deviceLocalBytes = 0;
   uint32_t subgroupSize = 0;
+  // The smallest subgroup a compute pipeline may get (Vulkan 1.3 subgroup size control; else subgroupSize).
+  uint32_t minSubgroupSize = 0;
+  // Compute shaders may use the subgroup arithmetic operations (subgroupAdd, subgroupMax, ...).
+  bool subgroupArithmetic = false;
   bool shaderFloat16 = false;
   bool storageBuffer16BitAccess = false;
   bool cooperativeMatrix = false;

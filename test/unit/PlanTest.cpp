@@ -48,7 +48,7 @@ Plan makePlan() {
   plan.model.configPath = "/models/llama-tiny";
   plan.model.ignoredSourceKeys = {"*.rotary_emb.inv_freq", "model.layers.*.attn.bias"};
   plan.limits = {256, 32};
-  plan.requires_ = {true, true, uint64_t(1) << 31, 16384};
+  plan.requires_ = {true, true, uint64_t(1) << 31, 16384, true, 8};
   plan.target = "rdna3";
   plan.compilerVersion = "gerbilc 0.1.0-test";
 
@@ -140,6 +140,8 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.requires_.storageBuffer16BitAccess, b.requires_.storageBuffer16BitAccess);
   EXPECT_EQ(a.requires_.maxStorageBufferRange, b.requires_.maxStorageBufferRange);
   EXPECT_EQ(a.requires_.maxSharedMemoryBytes, b.requires_.maxSharedMemoryBytes);
+  EXPECT_EQ(a.requires_.subgroupArithmetic, b.requires_.subgroupArithmetic);
+  EXPECT_EQ(a.requires_.minSubgroupSize, b.requires_.minSubgroupSize);
   EXPECT_EQ(a.target, b.target);
   EXPECT_EQ(a.compilerVersion, b.compilerVersion);
   ASSERT_EQ(a.weights.size(), b.weights.size());

@@ -22,6 +22,10 @@ int main(int argc, char **argv) {
   app.add_option("--prefill-chunk", options.prefillChunk, "Most tokens one step processes (default: 256)")
       ->check(CLI::PositiveNumber);
   app.add_option("--target", options.target, "Kernel target profile (generic runs on every Vulkan device)");
+  bool noSubgroupOps = false;
+  app.add_flag(
+      "--no-subgroup-ops", noSubgroupOps,
+      "Reduce through shared memory only, for devices without subgroup arithmetic in compute shaders");
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");
@@ -30,6 +34,7 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     return app.exit(e) == 0 ? 0 : gerbil::kExitUsage;
   }
+  options.subgroupOps = !noSubgroupOps;
   if (list) return gerbil::listArchitectures(options.archSpecDir, std::cout, std::cerr);
   if (options.configPath.empty()) {
     std::cerr << "gerbilc: error: no config.json given (see --help)\n";
