@@ -18,10 +18,12 @@ namespace gd = mlir::gerbil;
 namespace gerbil::codegen {
 namespace {
 
-// Where a kernel binding's buffer comes from, relative to its dispatch.
+// Where a kernel binding's buffer comes from: an operand or result of the op the kernel runs (one op of
+// its dispatch's body), any value of the body (ValueOf: the grouped kernels), or a fixed buffer.
 struct BindingSource {
-  enum Kind { Operand, Result, CacheKeys, CacheValues, InputIds } kind;
+  enum Kind { Operand, Result, CacheKeys, CacheValues, InputIds, ValueOf } kind;
   unsigned index = 0;
+  Value value = {};
 };
 
 struct KernelInstance {
@@ -29,6 +31,17 @@ struct KernelInstance {
   std::vector<BindingSource> origins;  // parallel to source.bindings
   FlatSymbolRefAttr cache;
 };
+
+// A value of a dispatch body as its dispatch sees it: a block argument is the dispatch's operand.
+Value outside(gd::DispatchOp dispatch, Value v) {
+  auto arg = llvm::dyn_cast<BlockArgument>(v);
+  if (arg && arg.getOwner() == &dispatch.getBody().front()) return dispatch.getOperand(arg.getArgNumber());
+  return v;
+}
+
+bool holdsOneOp(gd::DispatchOp dispatch) {
+  return dispatch.getBody().front().getOperations().size() == 2;
+}
 
 std::string uintValue(int64_t v) { return std::to_string(v) + "u"; }
 
@@ -70,8 +83,8 @@ public:
 
     for (Operation &op : forward.getBody().front()) {
       if (auto dispatch = dyn_cast<gd::DispatchOp>(op)) {
-        plan_.prefill.push_back(lower(dispatch, false));
-        plan_.decode.push_back(lower(dispatch, true));
+        for (plan::Dispatch &d : lowerSchedule(dispatch, false)) plan_.prefill.push_back(std::move(d));
+        for (plan::Dispatch &d : lowerSchedule(dispatch, true)) plan_.decode.push_back(std::move(d));
       }
       else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         plan_.logits = arenaBinding(ret.getOperand(0));
@@ -178,22 +191,49 @@ private:
     return dtypeOf(llvm::cast<RankedTensorType>(v.getType()).getElementType());
   }
 
-  // `decode`: the one-token variant, where the dispatch has one (decode_grid).
+  // Where a value of a dispatch's body lives: the dispatch's operand (a block argument), its result (what the
+  // yield returns), or, for a fusion group run op by op, the arena bytes memory planning gave it.
+  plan::Binding valueBinding(gd::DispatchOp dispatch, Value v) {
+    Value out = outside(dispatch, v);
+    if (out != v) return operandBinding(out);
+    Operation *yield = dispatch.getBody().front().getTerminator();
+    for (auto [i, yielded] : llvm::enumerate(yield->getOperands()))
+      if (yielded == v) return arenaBinding(dispatch.getResult(i));
+    auto internal = dispatch.getInternalOffsets();
+    unsigned index = 0;
+    for (Operation &op : dispatch.getBody().front().without_terminator())
+      for (Value r : op.getResults()) {
+        if (llvm::is_contained(yield->getOperands(), r)) continue;
+        if (r == v) {
+          if (!internal || index >= internal->size())
+            throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) + "' has no internal offsets");
+          return {plan::BufferKind::Arena, 0, static_cast<uint64_t>((*internal)[index]), valueBytes(v)};
+        }
+        ++index;
+      }
+    throw CodegenError("a value of dispatch '" + locationName(dispatch.getLoc()) + "' has no buffer");
+  }
+
+  // `decode`: the one-token variant, where the dispatch has one (decode_grid). An op of a fusion group that
+  // runs on its own takes the catalog's choice for it.
   KernelInstance specify(gd::DispatchOp dispatch, Operation *op, bool decode) {
     KernelInstance k;
-    ArrayRef<int64_t> wg =
-        decode && dispatch.getDecodeWorkgroup() ? *dispatch.getDecodeWorkgroup() : dispatch.getWorkgroup();
+    std::optional<gd::KernelChoice> own = holdsOneOp(dispatch) ? std::nullopt : gd::chooseKernel(op);
+    ArrayRef<int64_t> wg = own                                       ? ArrayRef<int64_t>(own->workgroup)
+                           : decode && dispatch.getDecodeWorkgroup() ? *dispatch.getDecodeWorkgroup()
+                                                                     : dispatch.getWorkgroup();
     k.source.workgroup = {wg[0], wg[1], wg[2]};
     auto define = [&](const std::string &name, const std::string &value) { k.source.defines.emplace_back(name, value); };
     auto bind = [&](const std::string &name, Access access, BindingSource origin) {
       plan::DType dtype = plan::DType::F32;
-      if (origin.kind == BindingSource::Operand) dtype = operandDType(dispatch.getOperand(origin.index));
+      if (origin.kind == BindingSource::Operand)
+        dtype = operandDType(outside(dispatch, op->getOperand(origin.index)));
       k.source.bindings.push_back({name, access, dtype});
       k.origins.push_back(origin);
     };
     auto operand = [](unsigned i) { return BindingSource{BindingSource::Operand, i}; };
     BindingSource result{BindingSource::Result, 0};
-    const std::string family = dispatch.getKernel().str();
+    const std::string family = own ? own->kernel : dispatch.getKernel().str();
     k.source.templateFile = family + ".glsl";
 
     llvm::TypeSwitch<Operation *>(op)
@@ -241,7 +281,7 @@ private:
           k.source.templateFile = decode ? "gemv.glsl" : "matmul.glsl";
           if (decode) {
             defineGemv(k, "MODE_SINGLE", rowWidth(m->getOperand(0)), rowWidth(m->getResult(0)),
-                       operandDType(dispatch.getOperand(1))); // the body sees block arguments
+                       operandDType(outside(dispatch, m->getOperand(1))));
           } else {
             define("ROWS", uintValue(gd::kMatMulRows));
             define("TOKENS", uintValue(gd::kMatMulTokens));
@@ -335,9 +375,6 @@ private:
     for (const char *m : {"MODE_SINGLE", "MODE_GATE_UP", "MODE_QKV"}) define(m, mode == m ? "1" : "0");
     int64_t perLoad = weights == plan::DType::F32 ? 4 : 8;
     define("ROWS", uintValue(shape.rows));
-    define("SLOTS", uintValue(shape.slots()));
-    define("X_TILE", uintValue(shape.xTile));
-    define("X_VEC4", kDim % 4 == 0 ? "1" : "0");
     define("VEC_LOADS", kDim % perLoad == 0 ? "1" : "0");
     define("W_PACKED16", weights == plan::DType::F32 ? "0" : "1");
     define("W_BF16", weights == plan::DType::BF16 ? "1" : "0");
@@ -350,20 +387,165 @@ private:
       if (b.name == "x" || b.name == "g" || b.name.rfind("w", 0) == 0) b.vec4View = true;
   }
 
-  plan::Dispatch lower(gd::DispatchOp dispatch, bool decode) {
-    decode = decode && dispatch.getDecodeGrid().has_value();
+  // The decode kernel of a fusion group (gerbil-group-qkv, gerbil-group-gate-up): one gemv.glsl launch over
+  // all the group's weights, with the bias adds, RoPE, KV-cache write or activation of its body in the
+  // epilogue. The body holds the projections in order (q, k, v or gate, up), each followed by its bias add.
+  plan::Dispatch lowerGroup(gd::DispatchOp dispatch) {
+    const std::string label = locationName(dispatch.getLoc()), family = dispatch.getKernel().str();
     Block &body = dispatch.getBody().front();
-    if (body.getOperations().size() != 2)
-      throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) + "' holds more than one op");
-    Operation *op = &body.front();
-    KernelInstance k = specify(dispatch, op, decode);
+    Operation *yield = body.getTerminator();
+    SmallVector<Operation *> projections;
+    gd::RoPEOp ropeQ, ropeK;
+    gd::KVAppendOp append;
+    Operation *activation = nullptr;
+    for (Operation &op : body.without_terminator()) {
+      if (isa<gd::MatMulOp, gd::LinearOp>(op))
+        projections.push_back(&op);
+      else if (isa<gd::SiLUOp, gd::GELUOp>(op))
+        activation = &op;
+      else if (auto a = dyn_cast<gd::KVAppendOp>(op))
+        append = a;
+      else if (auto r = dyn_cast<gd::RoPEOp>(op))
+        (ropeQ ? ropeK : ropeQ) = r;
+    }
+    const bool qkv = family == gd::kQKVKernel;
+    if (projections.size() != (qkv ? 3u : 2u) || (!qkv && (family != gd::kGateUpKernel || !activation)))
+      throw CodegenError("fusion group '" + label + "' (" + family +
+                         ") does not hold the ops its kernel runs");
+    auto biasOf = [](Operation *projection) -> Value {
+      Value r = projection->getResult(0);
+      if (!r.hasOneUse()) return {};
+      auto add = dyn_cast<gd::AddOp>(*r.getUsers().begin());
+      return add && llvm::cast<RankedTensorType>(add.getRhs().getType()).getRank() == 1 ? add.getRhs()
+                                                                                        : Value();
+    };
 
+    KernelInstance k;
+    ArrayRef<int64_t> wg = *dispatch.getDecodeWorkgroup();
+    k.source.workgroup = {wg[0], wg[1], wg[2]};
+    k.source.templateFile = "gemv.glsl";
+    auto define = [&](const std::string &name, const std::string &value) {
+      k.source.defines.emplace_back(name, value);
+    };
+    auto bind = [&](const std::string &name, Access access, Value v) {
+      k.source.bindings.push_back({name, access, operandDType(outside(dispatch, v))});
+      k.origins.push_back({BindingSource::ValueOf, 0, v});
+    };
+    Operation *first = projections.front();
+    auto linear = dyn_cast<gd::LinearOp>(first);
+    bool norm = linear && linear.getNorm();
+    int64_t kDim = rowWidth(first->getOperand(0));
+    plan::DType weights = operandDType(outside(dispatch, first->getOperand(1)));
+    define("K", uintValue(kDim));
+    define("NORM_PROLOGUE", norm ? "1" : "0");
+    define("RESIDUAL", "0");
+    if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
+    bind("x", Access::Read, first->getOperand(0));
+    const std::vector<std::string> parts =
+        qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
+    for (size_t i = 0; i < parts.size(); ++i)
+      bind("w_" + parts[i], Access::Read, projections[i]->getOperand(1));
+    if (norm) bind("g", Access::Read, linear.getNorm());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Value bias = biasOf(projections[i]);
+      std::string upper = parts[i] == "gate" ? "GATE"
+                          : parts[i] == "up" ? "UP"
+                                             : std::string(1, char(parts[i][0] - 32));
+      define("BIAS_" + upper, bias ? "1" : "0");
+      if (bias) bind("bias_" + parts[i], Access::Read, bias);
+    }
+
+    if (qkv) {
+      int64_t nq = rowWidth(projections[0]->getResult(0)), nk = rowWidth(projections[1]->getResult(0)),
+              nv = rowWidth(projections[2]->getResult(0));
+      defineGemv(k, "MODE_QKV", kDim, nq + nk + nv, weights);
+      gd::GemvShape shape = gd::qkvShape(kDim, nq, nk, nv);
+      auto groups = [&](int64_t n) { return uintValue((n + shape.rows - 1) / shape.rows); };
+      define("N_Q", uintValue(nq));
+      define("N_K", uintValue(nk));
+      define("N_V", uintValue(nv));
+      define("GROUPS_Q", groups(nq));
+      define("GROUPS_K", groups(nk));
+      define("GROUPS_V", groups(nv));
+      if (bool(ropeQ) != bool(ropeK))
+        throw CodegenError("fusion group '" + label + "' rotates only one of q and k");
+      define("ROPE", ropeQ ? "1" : "0");
+      define("KV_WRITE", append ? "1" : "0");
+      int64_t headDim = 0;
+      if (ropeQ) {
+        headDim = ropeQ.getHeadDim();
+        define("ROTARY_DIM", uintValue(ropeQ.getRotaryDim()));
+        define("ATTENTION_SCALING", glslFloat(ropeQ.getAttentionScaling().convertToDouble()));
+        std::string values;
+        for (double f : ropeQ.getInvFreq())
+          values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
+        define("INV_FREQ_VALUES", values);
+      }
+      bind("result_q", Access::Write, yield->getOperand(0));
+      if (append) {
+        auto cache = module_.lookupSymbol<gd::KVCacheOp>(append.getCacheAttr());
+        if (headDim && headDim != static_cast<int64_t>(cache.getHeadDim()))
+          throw CodegenError("fusion group '" + label + "': RoPE and the KV cache disagree on head_dim");
+        headDim = cache.getHeadDim();
+        define("SEQ", uintValue(options_.maxSequence));
+        k.source.bindings.push_back({"k_cache", Access::Write, plan::DType::F32});
+        k.origins.push_back({BindingSource::CacheKeys, 0});
+        k.source.bindings.push_back({"v_cache", Access::Write, plan::DType::F32});
+        k.origins.push_back({BindingSource::CacheValues, 0});
+        k.cache = append.getCacheAttr();
+      } else {
+        bind("result_k", Access::Write, yield->getOperand(1));
+        bind("result_v", Access::Write, yield->getOperand(2));
+      }
+      if (headDim) define("HEAD_DIM", uintValue(headDim));
+    } else {
+      int64_t n = rowWidth(projections[0]->getResult(0));
+      defineGemv(k, "MODE_GATE_UP", kDim, n, weights);
+      define("N", uintValue(n));
+      auto gelu = dyn_cast<gd::GELUOp>(activation);
+      define("ACT_SILU", gelu ? "0" : "1");
+      define("GELU_TANH", gelu && gelu.getTanhApproximation() ? "1" : "0");
+      bind("result", Access::Write, yield->getOperand(0));
+    }
+    addGemvViews(k);
+    return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
+  }
+
+  // The plan dispatches of one dispatch: itself, or for a fusion group in prefill one per op of its body.
+  std::vector<plan::Dispatch> lowerSchedule(gd::DispatchOp dispatch, bool decode) {
+    if (holdsOneOp(dispatch)) return {lower(dispatch, &dispatch.getBody().front().front(), decode)};
+    if (decode && dispatch.getDecodeGrid()) return {lowerGroup(dispatch)};
+    std::vector<plan::Dispatch> ops;
+    for (Operation &op : dispatch.getBody().front().without_terminator())
+      ops.push_back(lower(dispatch, &op, false));
+    return ops;
+  }
+
+  plan::Dispatch lower(gd::DispatchOp dispatch, Operation *op, bool decode) {
+    decode = decode && dispatch.getDecodeGrid().has_value();
+    KernelInstance k = specify(dispatch, op, decode);
+    std::optional<gd::KernelChoice> own = holdsOneOp(dispatch) ? std::nullopt : gd::chooseKernel(op);
+    AffineMap grid = own ? own->grid : decode ? *dispatch.getDecodeGrid() : dispatch.getGrid();
+    return finish(dispatch, k, grid, own ? own->kernel : dispatch.getKernel().str(),
+                  locationName(own ? op->getLoc() : dispatch.getLoc()), op);
+  }
+
+  // The plan dispatch of a kernel instance; `op` resolves its Operand and Result bindings.
+  plan::Dispatch finish(gd::DispatchOp dispatch, const KernelInstance &k, AffineMap grid,
+                        const std::string &family, const std::string &label, Operation *op) {
     plan::Dispatch d;
-    d.label = locationName(dispatch.getLoc());
+    d.label = label;
     for (const BindingSource &origin : k.origins) {
       switch (origin.kind) {
-      case BindingSource::Operand: d.bindings.push_back(operandBinding(dispatch.getOperand(origin.index))); break;
-      case BindingSource::Result: d.bindings.push_back(arenaBinding(dispatch.getResult(origin.index))); break;
+      case BindingSource::Operand:
+        d.bindings.push_back(valueBinding(dispatch, op->getOperand(origin.index)));
+        break;
+      case BindingSource::Result:
+        d.bindings.push_back(valueBinding(dispatch, op->getResult(origin.index)));
+        break;
+      case BindingSource::ValueOf:
+        d.bindings.push_back(valueBinding(dispatch, origin.value));
+        break;
       case BindingSource::InputIds: d.bindings.push_back(plan_.inputIds); break;
       case BindingSource::CacheKeys:
       case BindingSource::CacheValues: {
@@ -375,8 +557,8 @@ private:
       }
     }
     d.bindings.push_back({plan::BufferKind::State, 0, 0, plan_.stateBytes});
-    d.grid = gridOf(dispatch, decode ? *dispatch.getDecodeGrid() : dispatch.getGrid());
-    d.kernel = kernelIndex(k.source, dispatch);
+    d.grid = gridOf(dispatch, grid);
+    d.kernel = kernelIndex(k.source, family, label);
     return d;
   }
 
@@ -405,13 +587,15 @@ private:
     return grid;
   }
 
-  uint32_t kernelIndex(const KernelSource &source, gd::DispatchOp dispatch) {
+  uint32_t kernelIndex(const KernelSource &source, const std::string &family, const std::string &label) {
     std::string glsl = writeKernel(source);
     if (auto it = kernelBySource_.find(glsl); it != kernelBySource_.end()) return it->second;
     plan::Kernel kernel;
-    kernel.name = dispatch.getKernel().str() + "." + std::to_string(plan_.kernels.size());
-    if (options_.glsl) *options_.glsl << "// ---- kernel " << kernel.name << " (first used by " << locationName(dispatch.getLoc()) << ")\n" << glsl << "\n";
-    kernel.spirv = compiler_.compile(glsl, kernel.name + " (" + locationName(dispatch.getLoc()) + ")");
+    kernel.name = family + "." + std::to_string(plan_.kernels.size());
+    if (options_.glsl)
+      *options_.glsl << "// ---- kernel " << kernel.name << " (first used by " << label << ")\n"
+                     << glsl << "\n";
+    kernel.spirv = compiler_.compile(glsl, kernel.name + " (" + label + ")");
     plan_.requires_.maxSharedMemoryBytes =
         std::max(plan_.requires_.maxSharedMemoryBytes, workgroupMemoryBytes(kernel.spirv));
     if (source.subgroupOps) {

@@ -27,6 +27,11 @@ struct CompileSummary {
   uint64_t arenaBytes = 0;
   uint64_t kvCacheBytes = 0;
   uint64_t planBytes = 0;
+  // What one decode token moves, from the decode schedule: weight bytes read (an embedding lookup reads one
+  // row), activation bytes read and written, and KV-cache bytes attention reads per position of context.
+  uint64_t decodeWeightBytes = 0;
+  uint64_t decodeActivationBytes = 0;
+  uint64_t decodeKVBytesPerPosition = 0;
 };
 
 // Exit codes that mean something to scripts.

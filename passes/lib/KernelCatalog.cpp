@@ -19,16 +19,40 @@ KernelChoice choice(MLIRContext *ctx, StringRef kernel, int64_t wg, AffineExpr x
 
 } // namespace
 
-GemvShape mlir::gerbil::gemvShape(int64_t k, int64_t n, bool pairedRows) {
+GemvShape mlir::gerbil::gemvShape(int64_t, int64_t n, bool pairedRows) {
+  // n: outputs. 128 invocations (4 subgroups of 32); 4 pairs per workgroup for large projections, 2 else.
   GemvShape shape;
   shape.pairedRows = pairedRows;
-  shape.workgroup = k >= 4096 ? 256 : k >= 2048 ? 128 : 64;
-  // At least ~512 workgroups where N allows; at most 16 dot products (registers) per invocation.
-  shape.rows = n >= 512 * 16 ? 16 : n >= 512 * 8 ? 8 : n >= 512 * 4 ? 4 : 2;
-  if (pairedRows) shape.rows = std::min<int64_t>(shape.rows, 8);
-  int64_t tiles = (k + kGemvMaxXTile - 1) / kGemvMaxXTile;
-  shape.xTile = std::min(k, ((k + tiles - 1) / tiles + 7) / 8 * 8);
+  shape.workgroup = 128;
+  shape.rows = n >= 8192 ? 8 : 4;
   return shape;
+}
+
+namespace {
+KernelChoice decodeOnly(MLIRContext *ctx, StringRef kernel, int64_t workgroup, int64_t groups) {
+  AffineExpr one = getAffineConstantExpr(1, ctx);
+  AffineMap grid = AffineMap::get(0, 1, {getAffineConstantExpr(groups, ctx), one, one}, ctx);
+  // Prefill runs the group's ops one by one with their own choices; `grid` is the decode grid too.
+  return {kernel.str(), {workgroup, 1, 1}, grid, grid, {workgroup, 1, 1}};
+}
+int64_t ceilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+} // namespace
+
+GemvShape mlir::gerbil::qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv) {
+  return gemvShape(k, nq + nk + nv, false);
+}
+
+KernelChoice mlir::gerbil::qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv) {
+  GemvShape shape = qkvShape(k, nq, nk, nv);
+  int64_t groups = ceilDiv(nq, shape.rows) + ceilDiv(nk, shape.rows) + ceilDiv(nv, shape.rows);
+  return decodeOnly(ctx, kQKVKernel, shape.workgroup, groups);
+}
+
+KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) {
+  GemvShape shape = gemvShape(k, n, true);
+  return decodeOnly(ctx, kGateUpKernel, shape.workgroup, ceilDiv(n, shape.outputs()));
 }
 
 std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op) {

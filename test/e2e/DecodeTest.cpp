@@ -85,6 +85,10 @@ struct Case {
   int newTokens;
 };
 
+void PrintTo(const Case &c, std::ostream *out) {
+  *out << c.name;
+}
+
 class DecodeTest : public ::testing::TestWithParam<Case> {
 protected:
   void SetUp() override {
@@ -178,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"smollm_tiny", "fixtures/models/smollm-tiny/config.json", "f16", "", false, 10, 60},
         // Partial rotary (a quarter of each head), q/k/v biases, LayerNorm.
         Case{"stablelm_tiny", "fixtures/models/stablelm-tiny/config.json", "f32", "", false, 20, 80},
-        // down_proj reads 6160 inputs: two input tiles of the gemv.
+        // down_proj reads 6160 inputs: 770 16-byte loads a row, so the lanes' unrolled strides end in a tail.
         Case{"wide_llama_f16", "fixtures/decode/wide-llama.json", "f16", "", true, 8, 16},
         Case{"wide_llama_f32", "fixtures/decode/wide-llama.json", "f32", "", true, 6, 10},
         // Rows of 84 and 90 weights (not 16-byte multiples), head_dim 14, 6 query heads on one kv head.

@@ -50,8 +50,12 @@ int main(int argc, char **argv) {
     auto mib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
     std::printf("architecture       %s\n", summary.architecture.c_str());
     std::printf("dispatches/token   %lld\n", static_cast<long long>(summary.dispatchesPerStep));
+    std::printf("bytes/token        %.1f MiB of weights, %.1f KiB of activations, %.1f KiB of KV cache per "
+                "position of context\n",
+                mib(summary.decodeWeightBytes), static_cast<double>(summary.decodeActivationBytes) / 1024.0,
+                static_cast<double>(summary.decodeKVBytesPerPosition) / 1024.0);
     std::printf("distinct kernels   %lld\n", static_cast<long long>(summary.kernels));
-    std::printf("weights            %.1f MiB (read once per decode token)\n", mib(summary.weightBytes));
+    std::printf("weights            %.1f MiB on the device\n", mib(summary.weightBytes));
     std::printf("activation arena   %.1f MiB\n", mib(summary.arenaBytes));
     std::printf("kv cache           %.1f MiB\n", mib(summary.kvCacheBytes));
     std::printf("plan file          %.1f MiB\n", mib(summary.planBytes));

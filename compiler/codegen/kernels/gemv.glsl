@@ -1,20 +1,54 @@
 // The one-token matmul that decode steps run: gerbil.linear, and the grouped projections (q/k/v, gate/up)
-// with their epilogues. Reading the weights is the whole cost, so:
-//  - each workgroup computes SLOTS dot products; its invocations stride over K with 16-byte loads (8 f16 or
-//    bf16, or 4 f32 weights; VEC_LOADS) so that consecutive invocations read consecutive bytes of a row, and
-//    every invocation has one load per slot in flight;
-//  - the input row is staged in shared memory once per workgroup, X_TILE floats at a time, multiplied by the
-//    norm weight when an RMSNorm is fused in (NORM_PROLOGUE); its 1/rms multiplies the sums at the end;
-//  - the sums are reduced with subgroupAdd (SUBGROUP_OPS), then across subgroups through shared memory.
-// Modes, by what the slots are and where the sums go (grid (WORKGROUPS, 1, 1)):
-//   MODE_SINGLE   slot s: row ROWS * group + s of w; result[row] (+ residual[row] with RESIDUAL).
-//   MODE_GATE_UP  slots [0, ROWS): rows ROWS * group + s of w_gate, slots [ROWS, 2 ROWS) the same rows of
-//                 w_up; result[row] = act(gate + bias_gate) * (up + bias_up).
+// with their epilogues. Reading the weights is the whole cost, so (the design measured to stream ~3.4 TB/s
+// of f16 weights on an H200):
+//  - one team of invocations per pair of rows: a subgroup (SUBGROUP_OPS; else 32 invocations reducing
+//    through shared memory); its lanes stride over K with 16-byte loads (8 f16/bf16 or 4 f32 weights;
+//    VEC_LOADS), two steps at a time, so each lane has four weight loads in flight;
+//  - the input row is read from global memory by every team (it stays in L1/L2); an RMSNorm prologue
+//    multiplies it by the norm weight as it goes and sums its squares in the same loop (1/rms multiplies
+//    the dot products at the end);
+//  - one subgroupAdd at the end; no shared memory and no barriers; a workgroup has ROWS / 2 pairs, taken
+//    by its teams in turn, and many workgroups stay resident per multiprocessor.
+// Modes, by what the two rows of a pair are and where their sums go (grid (WORKGROUPS, 1, 1)):
+//   MODE_SINGLE   rows 2p, 2p + 1 of w; result[row] (+ residual[row] with RESIDUAL).
+//   MODE_GATE_UP  row p of w_gate and of w_up; result[p] = act(gate + bias_gate) * (up + bias_up).
 //   MODE_QKV      workgroups [0, GROUPS_Q) take rows of w_q, the next GROUPS_K of w_k, the last GROUPS_V of
 //                 w_v; sums (+ bias) go to result_q, result_k, result_v, or with ROPE rotated (q, k) and with
-//                 KV_WRITE into the KV cache (k, v) at the step's position. For rotated parts a workgroup's
-//                 slots are pairs of rows that rotate together (d, d + ROTARY_DIM / 2), so the rotation needs
-//                 nothing from other workgroups.
+//                 KV_WRITE into the KV cache (k, v) at the step's position. In rotated parts a pair is two
+//                 rows that rotate together (d, d + ROTARY_DIM / 2), so the rotation needs nothing else.
+const uint PAIRS = ROWS / 2u;  // per workgroup
+
+#if SUBGROUP_OPS
+#define TEAM_SIZE gl_SubgroupSize
+#define TEAMS gl_NumSubgroups
+#define TEAM gl_SubgroupID
+#define LANE gl_SubgroupInvocationID
+#else
+#define TEAM_SIZE 32u
+#define TEAMS (WORKGROUP / 32u)
+#define TEAM (gl_LocalInvocationID.x / 32u)
+#define LANE (gl_LocalInvocationID.x % 32u)
+shared vec3 teamPartials_[WORKGROUP];
+#endif
+
+// The sums of the team's lanes (every invocation of the workgroup calls it).
+vec3 teamSum(vec3 v) {
+#if SUBGROUP_OPS
+  return subgroupAdd(v);
+#else
+  uint tid = gl_LocalInvocationID.x;
+  teamPartials_[tid] = v;
+  barrier();
+  for (uint s = 16u; s > 0u; s >>= 1) {
+    if (LANE < s) teamPartials_[tid] += teamPartials_[tid + s];
+    barrier();
+  }
+  vec3 total = teamPartials_[TEAM * 32u];
+  barrier();
+  return total;
+#endif
+}
+
 #if W_PACKED16
 const uint PER_LOAD = 8u;
 float dot8(uvec4 w, vec4 xa, vec4 xb) {
@@ -29,75 +63,71 @@ float dot8(uvec4 w, vec4 xa, vec4 xb) {
   return dot(vec4(a, b), xa) + dot(vec4(c, d), xb);
 #endif
 }
-#define DOT_LOAD(W, row, k) dot8(W[(row) * (K / 8u) + (k)], xs_[2u * (k - kTile)], xs_[2u * (k - kTile) + 1u])
 #else
 const uint PER_LOAD = 4u;
-#define DOT_LOAD(W, row, k) dot(W[(row) * (K / 4u) + (k)], xs_[k - kTile])
 #endif
+const uint ROW_LOADS = K / PER_LOAD;
 
-shared vec4 xs_[(X_TILE + 3u) / 4u];
-// Slot SLOTS carries the input's sum of squares (the norm prologue).
-shared float totals_[SLOTS + 1u];
-#if SUBGROUP_OPS
-shared float partials_[SLOTS + 1u][WORKGROUP / MIN_SUBGROUP_SIZE];
-#else
-shared float partials_[WORKGROUP];
-#endif
-
-float sumSquares = 0.0;
-
-// Copies x[tile0, tile0 + len) into xs_ (times the norm weight), adding to sumSquares.
-void stage(uint tile0, uint len) {
-  barrier();  // every invocation is done with the previous tile
-#if X_VEC4
-  for (uint i = gl_LocalInvocationID.x; i < len / 4u; i += WORKGROUP) {
-    vec4 v = x_v4[tile0 / 4u + i];
+// One 16-byte step k of the two rows' dot products (rows rowA of WA and rowB of WB), with the norm
+// prologue's weight and sum of squares (NORM_IN) on the step's inputs.
+#if W_PACKED16
 #if NORM_PROLOGUE
-    sumSquares += dot(v, v);
-    v *= g_v4[tile0 / 4u + i];
+#define NORM_IN(xa, xb, k)                    \
+  sums.z += dot(xa, xa) + dot(xb, xb);        \
+  xa *= g_v4[2u * (k)];                       \
+  xb *= g_v4[2u * (k) + 1u];
+#else
+#define NORM_IN(xa, xb, k)
 #endif
-    xs_[i] = v;
+#define STEP(WA, WB, k)                                                   \
+  {                                                                       \
+    vec4 xa = x_v4[2u * (k)], xb = x_v4[2u * (k) + 1u];                   \
+    NORM_IN(xa, xb, k)                                                    \
+    sums.x += dot8(WA[rowA * ROW_LOADS + (k)], xa, xb);                   \
+    sums.y += dot8(WB[rowB * ROW_LOADS + (k)], xa, xb);                   \
   }
 #else
-  for (uint i = gl_LocalInvocationID.x; i < len; i += WORKGROUP) {
-    float v = load_x(tile0 + i);
 #if NORM_PROLOGUE
-    sumSquares += v * v;
-    v *= load_g(tile0 + i);
-#endif
-    xs_[i >> 2][i & 3u] = v;
-  }
-#endif
-  barrier();
-}
-
-// Sums every invocation's values into totals_ (all invocations must call it).
-void reduce(float values[SLOTS + 1u]) {
-  uint tid = gl_LocalInvocationID.x;
-#if SUBGROUP_OPS
-  [[unroll]] for (uint s = 0; s <= SLOTS; ++s) values[s] = subgroupAdd(values[s]);
-  if (subgroupElect())
-    [[unroll]] for (uint s = 0; s <= SLOTS; ++s) partials_[s][gl_SubgroupID] = values[s];
-  barrier();
-  if (tid <= SLOTS) {
-    float total = 0.0;
-    for (uint i = 0; i < gl_NumSubgroups; ++i) total += partials_[tid][i];
-    totals_[tid] = total;
-  }
-  barrier();
+#define NORM_IN(xa, k)                        \
+  sums.z += dot(xa, xa);                      \
+  xa *= g_v4[k];
 #else
-  for (uint s = 0; s <= SLOTS; ++s) {
-    partials_[tid] = values[s];
-    barrier();
-    for (uint half_ = WORKGROUP / 2u; half_ > 0u; half_ >>= 1) {
-      if (tid < half_) partials_[tid] += partials_[tid + half_];
-      barrier();
-    }
-    if (tid == 0u) totals_[s] = partials_[0];
-    barrier();
+#define NORM_IN(xa, k)
+#endif
+#define STEP(WA, WB, k)                                                   \
+  {                                                                       \
+    vec4 xa = x_v4[k];                                                    \
+    NORM_IN(xa, k)                                                        \
+    sums.x += dot(WA[rowA * ROW_LOADS + (k)], xa);                        \
+    sums.y += dot(WB[rowB * ROW_LOADS + (k)], xa);                        \
   }
 #endif
-}
+
+#if VEC_LOADS
+#define ACCUMULATE(WA, WB)                                                \
+  {                                                                       \
+    uint k = LANE;                                                        \
+    for (; k + TEAM_SIZE < ROW_LOADS; k += 2u * TEAM_SIZE) {              \
+      STEP(WA, WB, k)                                                     \
+      STEP(WA, WB, k + TEAM_SIZE)                                         \
+    }                                                                     \
+    if (k < ROW_LOADS) STEP(WA, WB, k)                                    \
+  }
+#else
+// Rows that are not 16-byte aligned: one weight at a time.
+#if NORM_PROLOGUE
+#define NORM_SCALAR(x, k) sums.z += x * x; x *= load_g(k);
+#else
+#define NORM_SCALAR(x, k)
+#endif
+#define ACCUMULATE(WA, WB)                                                \
+  for (uint k = LANE; k < K; k += TEAM_SIZE) {                            \
+    float x = load_x(k);                                                  \
+    NORM_SCALAR(x, k)                                                     \
+    sums.x += WA(rowA * K + k) * x;                                       \
+    sums.y += WB(rowB * K + k) * x;                                       \
+  }
+#endif
 
 #if MODE_GATE_UP
 float activation(float x) {
@@ -169,142 +199,98 @@ float biasOf(uint part, uint row) {
 #endif
 
 void main() {
-  uint tid = gl_LocalInvocationID.x, group = gl_WorkGroupID.x;
-
-  // The weight row of each slot, and whether it exists.
-  uint rowOf[SLOTS];
-  bool live[SLOTS];
-#if MODE_SINGLE
-  [[unroll]] for (uint s = 0; s < SLOTS; ++s) rowOf[s] = group * SLOTS + s, live[s] = rowOf[s] < N;
-#elif MODE_GATE_UP
-  [[unroll]] for (uint s = 0; s < SLOTS; ++s) {
-    rowOf[s] = group * ROWS + s % ROWS;
-    live[s] = rowOf[s] < N;
-  }
-#else
+  uint group = gl_WorkGroupID.x;
+#if MODE_QKV
   uint part = group < GROUPS_Q ? 0u : group < GROUPS_Q + GROUPS_K ? 1u : 2u;
   uint local = group - (part == 0u ? 0u : part == 1u ? GROUPS_Q : GROUPS_Q + GROUPS_K);
   uint partRows = part == 0u ? N_Q : part == 1u ? N_K : N_V;
   bool rotated = ROPE != 0 && part < 2u;
-  [[unroll]] for (uint s = 0; s < SLOTS; ++s) {
+#endif
+
+  // Every team takes every TEAMS-th pair of the workgroup; the loop is uniform (the fallback's
+  // reductions have barriers).
+  for (uint base = 0u; base < PAIRS; base += TEAMS) {
+    uint pair = base + TEAM;
+    // The two rows of the pair; a row past the end is read as the last one and not stored.
+    uint rowA, rowB;
+    bool liveA, liveB;
+#if MODE_SINGLE
+    rowA = (group * PAIRS + pair) * 2u, rowB = rowA + 1u;
+    liveA = pair < PAIRS && rowA < N, liveB = pair < PAIRS && rowB < N;
+    rowA = min(rowA, N - 1u), rowB = min(rowB, N - 1u);
+#elif MODE_GATE_UP
+    rowA = group * PAIRS + pair;
+    liveA = pair < PAIRS && rowA < N, liveB = liveA;
+    rowA = min(rowA, N - 1u), rowB = rowA;
+#else
+    uint p = local * PAIRS + pair;
+    uvec2 rows = uvec2(2u * p, 2u * p + 1u);
 #if ROPE
-    if (rotated) {
-      uint p = local * (SLOTS / 2u) + s / 2u;
-      live[s] = p < partRows / 2u;
-      uvec2 rows = pairRows(live[s] ? p : 0u);
-      rowOf[s] = (s & 1u) == 0u ? rows.x : rows.y;
-      continue;
-    }
+    if (rotated) rows = pairRows(min(p, partRows / 2u - 1u));
 #endif
-    rowOf[s] = local * SLOTS + s;
-    live[s] = rowOf[s] < partRows;
-  }
+    liveA = pair < PAIRS && 2u * p < partRows, liveB = pair < PAIRS && 2u * p + 1u < partRows;
+    rowA = min(rows.x, partRows - 1u), rowB = min(rows.y, partRows - 1u);
 #endif
 
-  float acc[SLOTS + 1u];
-  [[unroll]] for (uint s = 0; s <= SLOTS; ++s) acc[s] = 0.0;
-
-  for (uint tile0 = 0; tile0 < K; tile0 += X_TILE) {
-    uint len = min(X_TILE, K - tile0);
-    stage(tile0, len);
+    vec3 sums = vec3(0.0);  // row A, row B, the input's sum of squares
+    if (liveA || liveB) {   // uniform within the team
 #if VEC_LOADS
-    uint kTile = tile0 / PER_LOAD;
-    for (uint k = kTile + tid; k < kTile + len / PER_LOAD; k += WORKGROUP) {
 #if MODE_SINGLE
-      [[unroll]] for (uint s = 0; s < SLOTS; ++s)
-        if (live[s]) acc[s] += DOT_LOAD(w_v4, rowOf[s], k);
+      ACCUMULATE(w_v4, w_v4)
 #elif MODE_GATE_UP
-      [[unroll]] for (uint s = 0; s < ROWS; ++s)
-        if (live[s]) {
-          acc[s] += DOT_LOAD(w_gate_v4, rowOf[s], k);
-          acc[ROWS + s] += DOT_LOAD(w_up_v4, rowOf[s], k);
-        }
+      ACCUMULATE(w_gate_v4, w_up_v4)
 #else
-      if (part == 0u) {
-        [[unroll]] for (uint s = 0; s < SLOTS; ++s)
-          if (live[s]) acc[s] += DOT_LOAD(w_q_v4, rowOf[s], k);
-      } else if (part == 1u) {
-        [[unroll]] for (uint s = 0; s < SLOTS; ++s)
-          if (live[s]) acc[s] += DOT_LOAD(w_k_v4, rowOf[s], k);
-      } else {
-        [[unroll]] for (uint s = 0; s < SLOTS; ++s)
-          if (live[s]) acc[s] += DOT_LOAD(w_v_v4, rowOf[s], k);
-      }
+      if (part == 0u) ACCUMULATE(w_q_v4, w_q_v4)
+      else if (part == 1u) ACCUMULATE(w_k_v4, w_k_v4)
+      else ACCUMULATE(w_v_v4, w_v_v4)
+#endif
+#else
+#if MODE_SINGLE
+      ACCUMULATE(load_w, load_w)
+#elif MODE_GATE_UP
+      ACCUMULATE(load_w_gate, load_w_up)
+#else
+      if (part == 0u) ACCUMULATE(load_w_q, load_w_q)
+      else if (part == 1u) ACCUMULATE(load_w_k, load_w_k)
+      else ACCUMULATE(load_w_v, load_w_v)
+#endif
 #endif
     }
-#else
-    // Rows that are not 16-byte aligned: one weight at a time.
-    for (uint k = tid; k < len; k += WORKGROUP) {
-      float x = xs_[k >> 2][k & 3u];
-      uint kk = tile0 + k;
-#if MODE_SINGLE
-      [[unroll]] for (uint s = 0; s < SLOTS; ++s)
-        if (live[s]) acc[s] += load_w(rowOf[s] * K + kk) * x;
-#elif MODE_GATE_UP
-      [[unroll]] for (uint s = 0; s < ROWS; ++s)
-        if (live[s]) {
-          acc[s] += load_w_gate(rowOf[s] * K + kk) * x;
-          acc[ROWS + s] += load_w_up(rowOf[s] * K + kk) * x;
-        }
-#else
-      [[unroll]] for (uint s = 0; s < SLOTS; ++s)
-        if (live[s]) {
-          float w = part == 0u ? load_w_q(rowOf[s] * K + kk)
-                  : part == 1u ? load_w_k(rowOf[s] * K + kk) : load_w_v(rowOf[s] * K + kk);
-          acc[s] += w * x;
-        }
-#endif
-    }
-#endif
-  }
-  acc[SLOTS] = sumSquares;
-  reduce(acc);
+    sums = teamSum(sums);
+    if (LANE != 0u || !(liveA || liveB)) continue;
 #if NORM_PROLOGUE
-  float scale = inversesqrt(totals_[SLOTS] / float(K) + EPS);
+    float scale = inversesqrt(sums.z / float(K) + EPS);
 #else
-  float scale = 1.0;
+    float scale = 1.0;
 #endif
+    float a = sums.x * scale, b = sums.y * scale;
 
 #if MODE_SINGLE
-  if (tid < SLOTS && live[tid]) {
-    float v = totals_[tid] * scale;
 #if RESIDUAL
-    v += load_residual(rowOf[tid]);
+    a += load_residual(rowA), b += load_residual(rowB);
 #endif
-    store_result(rowOf[tid], v);
-  }
+    if (liveA) store_result(rowA, a);
+    if (liveB) store_result(rowB, b);
 #elif MODE_GATE_UP
-  if (tid < ROWS && live[tid]) {
-    uint row = rowOf[tid];
-    float gate = totals_[tid] * scale, up = totals_[ROWS + tid] * scale;
 #if BIAS_GATE
-    gate += load_bias_gate(row);
+    a += load_bias_gate(rowA);
 #endif
 #if BIAS_UP
-    up += load_bias_up(row);
+    b += load_bias_up(rowA);
 #endif
-    store_result(row, activation(gate) * up);
-  }
+    store_result(rowA, activation(a) * b);
 #else
+    a += biasOf(part, rowA), b += biasOf(part, rowB);
 #if ROPE
-  if (rotated) {
-    uint p = local * (SLOTS / 2u) + tid;
-    if (tid < SLOTS / 2u && p < partRows / 2u) {
-      uvec2 rows = pairRows(p);
-      float a = totals_[2u * tid] * scale + biasOf(part, rows.x);
-      float b = totals_[2u * tid + 1u] * scale + biasOf(part, rows.y);
-      uint i = p % PAIRS_PER_HEAD;
-      if (i < ROTARY_DIM / 2u) {
-        vec2 cs = rotation(i);
-        float ra = a * cs.x - b * cs.y, rb = b * cs.x + a * cs.y;
-        a = ra, b = rb;
-      }
-      storeRow(part, rows.x, a);
-      storeRow(part, rows.y, b);
+    uint i = p % PAIRS_PER_HEAD;
+    if (rotated && i < ROTARY_DIM / 2u) {
+      vec2 cs = rotation(i);
+      float ra = a * cs.x - b * cs.y, rb = b * cs.x + a * cs.y;
+      a = ra, b = rb;
     }
-    return;
+#endif
+    if (liveA) storeRow(part, rowA, a);
+    if (liveB) storeRow(part, rowB, b);
+#endif
   }
-#endif
-  if (tid < SLOTS && live[tid]) storeRow(part, rowOf[tid], totals_[tid] * scale + biasOf(part, rowOf[tid]));
-#endif
 }

@@ -24,21 +24,27 @@ inline constexpr int64_t kMatMulRows = 4;
 inline constexpr int64_t kMatMulTokens = 4;
 inline constexpr int64_t kElementwiseGroup = 256;
 
-// The one-token matmul decode runs (gemv.glsl). Each workgroup of `workgroup` invocations computes `rows`
-// outputs (for a gate/up group: `rows` outputs, each from a gate row and an up row) and stages the input row
-// in shared memory `xTile` floats at a time. Rows per workgroup grow with N so that a large projection has
-// fewer, fuller workgroups (less re-reading of the input) while a small one still spreads over several
-// hundred workgroups, enough for a GPU of ~130 multiprocessors; invocations per workgroup grow with K so that
-// each strides over at least two 16-byte loads of a row.
+// The one-token matmul decode runs (gemv.glsl): one subgroup per pair of weight rows, `rows` rows (rows / 2
+// pairs) per workgroup of `workgroup` invocations. For a gate/up group a pair is a gate row and an up row
+// and gives one output, so a workgroup makes rows / 2 outputs. Small workgroups of few rows keep many
+// workgroups resident per multiprocessor (and several hundred even for N of a few thousand); large
+// projections take 8 rows per workgroup.
 struct GemvShape {
-  int64_t workgroup = 64;
-  int64_t rows = 2;
-  int64_t xTile = 0;
+  int64_t workgroup = 128;
+  int64_t rows = 4;
   bool pairedRows = false;
-  int64_t slots() const { return pairedRows ? 2 * rows : rows; } // dot products per workgroup
+  int64_t outputs() const { return pairedRows ? rows / 2 : rows; } // per workgroup
 };
 GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows);
-inline constexpr int64_t kGemvMaxXTile = 6144; // floats: 24 KiB of shared memory
+
+// The grouped projections (gerbil-group-qkv, gerbil-group-gate-up): one gemv.glsl launch in decode over
+// all the group's weights. q/k/v: ceil(N / rows) workgroups for each of q, k and v (rotary pairs stay in one
+// workgroup). gate/up: ceil(N / outputs) workgroups.
+inline constexpr const char *kQKVKernel = "linear_qkv";
+inline constexpr const char *kGateUpKernel = "linear_gate_up";
+GemvShape qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv);
+KernelChoice qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv);
+KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
 
 // std::nullopt for ops that are not computations (weight_ref, func.return).
 std::optional<KernelChoice> chooseKernel(Operation *op);

@@ -20,7 +20,9 @@ struct PipelineOptions {
   bool fuse = true;
 };
 
-// verify -> layout -> [fuse-norm-prologue -> fuse-residual] -> dispatch formation -> memory planning -> verify.
+// verify -> layout -> [fuse-norm-prologue -> fuse-residual -> group-qkv -> fuse-rope-kv-write ->
+// group-gate-up]
+// -> dispatch formation -> memory planning -> verify.
 
 void buildGerbilPipeline(OpPassManager &pm, const PipelineOptions &options);
 
