@@ -21,7 +21,16 @@ namespace {
 // Where a kernel binding's buffer comes from: an operand or result of the op the kernel runs (one op of
 // its dispatch's body), any value of the body (ValueOf: the grouped kernels), or a fixed buffer.
 struct BindingSource {
-  enum Kind { Operand, Result, CacheKeys, CacheValues, InputIds, ValueOf } kind;
+  enum Kind {
+    Operand,
+    Result,
+    CacheKeys,
+    CacheValues,
+    InputIds,
+    ValueOf,
+    ScratchCounters,
+    ScratchPartials
+  } kind;
   unsigned index = 0;
   Value value = {};
 };
@@ -30,7 +39,11 @@ struct KernelInstance {
   KernelSource source;
   std::vector<BindingSource> origins;  // parallel to source.bindings
   FlatSymbolRefAttr cache;
+  uint64_t scratchCounterBytes = 0, scratchPartialBytes = 0; // ScratchCounters / ScratchPartials
 };
+
+// Scratch: the counters at its start, the partial results from this offset.
+constexpr uint64_t kScratchPartialsOffset = 4096;
 
 // A value of a dispatch body as its dispatch sees it: a block argument is the dispatch's operand.
 Value outside(gd::DispatchOp dispatch, Value v) {
@@ -323,7 +336,8 @@ private:
           define("ROTARY_DIM", uintValue(r.getRotaryDim()));
           define("ATTENTION_SCALING", glslFloat(r.getAttentionScaling().convertToDouble()));
           std::string values;
-          for (double f : r.getInvFreq()) values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
+          for (double f : r.getInvFreq())
+            values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
           define("INV_FREQ_VALUES", values);
           bind("x", Access::Read, operand(0));
           bind("result", Access::Write, result);
@@ -347,6 +361,7 @@ private:
           bind("ids", Access::TokenIdsWrite, {BindingSource::InputIds, 0});
         })
         .Case<gd::AttentionOp>([&](gd::AttentionOp a) {
+          if (decode) return specifyDecodeAttention(k, a);
           define("HEADS", uintValue(a.getNumHeads()));
           define("KV_HEADS", uintValue(a.getNumKvHeads()));
           define("HEAD_DIM", uintValue(a.getHeadDim()));
@@ -511,6 +526,49 @@ private:
     return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
   }
 
+  // Split-KV attention of one query token (attention_decode.glsl), with its scratch: a counter per
+  // workgroup column and the partial softmax results of every split.
+  void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
+    gd::DecodeAttentionShape shape =
+        gd::decodeAttentionShape(a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim());
+    auto define = [&](const std::string &name, const std::string &value) {
+      k.source.defines.emplace_back(name, value);
+    };
+    k.source.templateFile = "attention_decode.glsl";
+    k.source.subgroupOps = options_.subgroupOps;
+    int64_t headDim = a.getHeadDim(), columns = a.getNumKvHeads() * shape.headGroups;
+    define("HEADS", uintValue(a.getNumHeads()));
+    define("KV_HEADS", uintValue(a.getNumKvHeads()));
+    define("HEAD_DIM", uintValue(headDim));
+    define("QUERY_HEADS", uintValue(shape.queryHeads));
+    define("HEAD_GROUPS", uintValue(shape.headGroups));
+    define("SPLITS", uintValue(shape.splits));
+    define("MIN_CHUNK", uintValue(shape.minChunk));
+    define("SEQ", uintValue(options_.maxSequence));
+    define("SCALE", glslFloat(a.getScale().convertToDouble()));
+    define("WINDOW", uintValue(a.getSlidingWindow() ? *a.getSlidingWindow() : 0));
+    define("D_VEC4", headDim % 4 == 0 ? "1" : "0");
+    k.source.bindings.push_back({"q", Access::Read, plan::DType::F32});
+    k.origins.push_back({BindingSource::Operand, 0});
+    k.source.bindings.push_back({"k_cache", Access::Read, plan::DType::F32, headDim % 4 == 0});
+    k.origins.push_back({BindingSource::CacheKeys, 0});
+    k.source.bindings.push_back({"v_cache", Access::Read, plan::DType::F32});
+    k.origins.push_back({BindingSource::CacheValues, 0});
+    k.source.bindings.push_back({"result", Access::Write, plan::DType::F32});
+    k.origins.push_back({BindingSource::Result, 0});
+    k.source.bindings.push_back({"partial", Access::ReadWrite, plan::DType::F32, false, true});
+    k.origins.push_back({BindingSource::ScratchPartials, 0});
+    k.source.bindings.push_back({"counters", Access::TokenIdsWrite, plan::DType::I32});
+    k.origins.push_back({BindingSource::ScratchCounters, 0});
+    k.cache = a.getCacheAttr();
+    k.scratchCounterBytes = static_cast<uint64_t>(columns) * 4;
+    k.scratchPartialBytes =
+        static_cast<uint64_t>(columns * shape.splits * shape.queryHeads * (headDim + 2)) * 4;
+    if (k.scratchCounterBytes > kScratchPartialsOffset)
+      throw CodegenError("attention has " + std::to_string(columns) +
+                         " workgroup columns, more than the scratch holds");
+  }
+
   // The plan dispatches of one dispatch: itself, or for a fusion group in prefill one per op of its body.
   std::vector<plan::Dispatch> lowerSchedule(gd::DispatchOp dispatch, bool decode) {
     if (holdsOneOp(dispatch)) return {lower(dispatch, &dispatch.getBody().front().front(), decode)};
@@ -547,6 +605,15 @@ private:
         d.bindings.push_back(valueBinding(dispatch, origin.value));
         break;
       case BindingSource::InputIds: d.bindings.push_back(plan_.inputIds); break;
+      case BindingSource::ScratchCounters:
+        d.bindings.push_back(
+            {plan::BufferKind::Scratch, 0, 0, std::max<uint64_t>(k.scratchCounterBytes, 16)});
+        plan_.scratchBytes = std::max(plan_.scratchBytes, kScratchPartialsOffset);
+        break;
+      case BindingSource::ScratchPartials:
+        d.bindings.push_back({plan::BufferKind::Scratch, 0, kScratchPartialsOffset, k.scratchPartialBytes});
+        plan_.scratchBytes = std::max(plan_.scratchBytes, kScratchPartialsOffset + k.scratchPartialBytes);
+        break;
       case BindingSource::CacheKeys:
       case BindingSource::CacheValues: {
         uint64_t layer = cacheLayer_.at(k.cache.getValue().str());

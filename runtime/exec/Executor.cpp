@@ -34,7 +34,8 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
 }
 
 uint64_t deviceBytesNeeded(const plan::Plan &plan) {
-  uint64_t bytes = plan.arenaBytes + plan.kvCache.bytes + plan.inputBytes + plan.stateBytes;
+  uint64_t bytes =
+      plan.arenaBytes + plan.kvCache.bytes + plan.inputBytes + plan.stateBytes + plan.scratchBytes;
   for (const plan::Weight &w : plan.weights) bytes += w.bytes();
   return bytes;
 }
@@ -49,6 +50,8 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
   input_ = context.createBuffer(plan.inputBytes, "token ids", true);
   state_ = context.createBuffer(std::max<uint64_t>(plan.stateBytes, 16), "step state", true);
   context.fill(kvCache_, 0);
+  scratch_ = context.createBuffer(std::max<uint64_t>(plan.scratchBytes, 16), "scratch");
+  context.fill(scratch_, 0);
   for (const plan::Kernel &k : plan.kernels)
     pipelines_.push_back(context.createPipeline(k.spirv, k.numBindings, plan::kPushConstantBytes, k.name));
   prefill_ = prepare(plan.prefill);
@@ -66,6 +69,8 @@ vk::BufferRange Executor::range(const plan::Binding &b) const {
   case plan::BufferKind::KVCache: return {kvCache_.handle(), b.offset, b.size};
   case plan::BufferKind::Input: return {input_.handle(), b.offset, b.size};
   case plan::BufferKind::State: return {state_.handle(), b.offset, b.size};
+  case plan::BufferKind::Scratch:
+    return {scratch_.handle(), b.offset, b.size};
   }
   throw RuntimeError("unknown buffer kind in the plan");
 }

@@ -60,7 +60,7 @@ std::string lower(std::string s) {
 
 std::optional<BufferKind> parseBufferKind(const std::string &s) {
   for (BufferKind k : {BufferKind::Weight, BufferKind::Arena, BufferKind::KVCache, BufferKind::Input,
-                       BufferKind::State})
+                       BufferKind::State, BufferKind::Scratch})
     if (s == toString(k)) return k;
   return std::nullopt;
 }
@@ -122,6 +122,7 @@ json manifestToJson(const Plan &plan) {
   m["inputIds"] = bindingToJson(plan.inputIds);
   m["logits"] = bindingToJson(plan.logits);
   m["stateBytes"] = plan.stateBytes;
+  m["scratchBytes"] = plan.scratchBytes;
   m["gpuArgmax"] = plan.gpuArgmax;
 
   // The SPIR-V itself goes to the blob; the manifest says where each kernel's words are.
@@ -321,6 +322,7 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.inputIds = readBinding(root["inputIds"]);
   plan.logits = readBinding(root["logits"]);
   plan.stateBytes = root["stateBytes"].u64();
+  plan.scratchBytes = root["scratchBytes"].u64();
   plan.gpuArgmax = root["gpuArgmax"].boolean();
 
   plan.kernels = root["kernels"].list([&](const Reader &r) {
@@ -381,6 +383,10 @@ void validateBinding(const Plan &plan, const Binding &b, const std::string &wher
   case BufferKind::State:
     limit = plan.stateBytes;
     buffer = "state buffer";
+    break;
+  case BufferKind::Scratch:
+    limit = plan.scratchBytes;
+    buffer = "scratch buffer";
     break;
   default:
     throw PlanError(where + " has an unknown buffer kind " + std::to_string(int(b.kind)));
@@ -520,6 +526,8 @@ const char *toString(BufferKind k) {
     return "input";
   case BufferKind::State:
     return "state";
+  case BufferKind::Scratch:
+    return "scratch";
   }
   return "unknown";
 }

@@ -95,6 +95,8 @@ Plan makePlan() {
   Dispatch decodeMatmul = matmul;
   decodeMatmul.label = "decode.layers.0.q_proj";
   decodeMatmul.grid[0] = GridDim{0, 4, 1};
+  decodeMatmul.bindings[2] = Binding{BufferKind::Scratch, 0, 256, 768};
+  plan.scratchBytes = 1024;
   plan.prefill = {embedDispatch, matmul};
   plan.decode = {decodeMatmul};
   return plan;
@@ -165,6 +167,7 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.kvCache.bytes, b.kvCache.bytes);
   EXPECT_EQ(a.arenaBytes, b.arenaBytes);
   EXPECT_EQ(a.inputBytes, b.inputBytes);
+  EXPECT_EQ(a.scratchBytes, b.scratchBytes);
   expectBindingEqual(a.inputIds, b.inputIds, "inputIds");
   expectBindingEqual(a.logits, b.logits, "logits");
   ASSERT_EQ(a.kernels.size(), b.kernels.size());
@@ -481,8 +484,12 @@ TEST(Plan, ValidateRejectsRangesOutsideTheirBuffer) {
   message = validateError(
       [](Plan &p) { p.prefill[1].bindings[3] = arena(std::numeric_limits<uint64_t>::max() - 2, 8); });
   EXPECT_NE(message.find("outside the"), std::string::npos) << message;
-  message = validateError([](Plan &p) { p.decode[0].bindings[2].size = p.kvCache.bytes; });
+  message = validateError([](Plan &p) { p.prefill[1].bindings[2].size = p.kvCache.bytes; });
   EXPECT_NE(message.find("KV cache range"), std::string::npos) << message;
+  message = validateError([](Plan &p) { p.decode[0].bindings[2].size = p.scratchBytes; });
+  EXPECT_NE(message.find("decode dispatch 0 'decode.layers.0.q_proj': binding 2: scratch buffer range"),
+            std::string::npos)
+      << message;
   message = validateError([](Plan &p) { p.inputIds.size = p.inputBytes + 4; });
   EXPECT_NE(message.find("inputIds: input buffer range"), std::string::npos) << message;
   message = validateError([](Plan &p) { p.logits = arena(0, p.arenaBytes + 1); });
@@ -566,6 +573,7 @@ TEST(Plan, EnumStrings) {
   EXPECT_EQ(byteSize(DType::BF16), 2u);
   EXPECT_EQ(byteSize(DType::I32), 4u);
   EXPECT_STREQ(toString(BufferKind::KVCache), "kv_cache");
+  EXPECT_STREQ(toString(BufferKind::Scratch), "scratch");
 }
 
 TEST(Plan, FileRoundTrip) {
