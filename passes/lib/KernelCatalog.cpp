@@ -20,11 +20,12 @@ KernelChoice choice(MLIRContext *ctx, StringRef kernel, int64_t wg, AffineExpr x
 } // namespace
 
 GemvShape mlir::gerbil::gemvShape(int64_t, int64_t n, bool pairedRows) {
-  // n: outputs. 128 invocations (4 subgroups of 32); 4 pairs per workgroup for large projections, 2 else.
+  // n: outputs. 4 pairs per workgroup for large projections, 2 else; 32 invocations (a subgroup on NVIDIA)
+  // per pair, so that no subgroup idles there.
   GemvShape shape;
   shape.pairedRows = pairedRows;
-  shape.workgroup = 128;
   shape.rows = n >= 8192 ? 8 : 4;
+  shape.workgroup = 16 * shape.rows;
   return shape;
 }
 

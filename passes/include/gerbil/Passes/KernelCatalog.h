@@ -30,7 +30,7 @@ inline constexpr int64_t kElementwiseGroup = 256;
 // workgroups resident per multiprocessor (and several hundred even for N of a few thousand); large
 // projections take 8 rows per workgroup.
 struct GemvShape {
-  int64_t workgroup = 128;
+  int64_t workgroup = 64;
   int64_t rows = 4;
   bool pairedRows = false;
   int64_t outputs() const { return pairedRows ? rows / 2 : rows; } // per workgroup
