@@ -24,6 +24,7 @@ std::string declare(const KernelBinding &b, size_t index) {
     return layout + "restrict readonly buffer " + block + " { int " + b.name + "[]; };\n";
   if (b.access == Access::TokenIdsWrite) return layout + "restrict buffer " + block + " { int " + b.name + "[]; };\n";
   std::string qualifier = b.access == Access::Read ? "restrict readonly " : b.access == Access::Write ? "restrict writeonly " : "restrict ";
+  if (b.coherent) qualifier = "coherent " + qualifier;
   bool packed16 = b.dtype == plan::DType::F16 || b.dtype == plan::DType::BF16;
   std::string text = layout + qualifier + "buffer " + block + " { " + (packed16 ? "uint " : "float ") + array + "[]; };\n";
   if (b.vec4View)
@@ -56,12 +57,17 @@ std::string glslFloat(double value) {
 std::string writeKernel(const KernelSource &kernel) {
   std::string text = "#version 450\n#extension GL_EXT_control_flow_attributes : enable\n";
   for (const std::string &extension : kernel.extensions) text += "#extension " + extension + " : require\n";
+  if (kernel.subgroupOps)
+    text += "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_arithmetic "
+            ": require\n";
   const auto &wg = kernel.workgroup;
   text += "layout(local_size_x = " + std::to_string(wg[0]) + ", local_size_y = " + std::to_string(wg[1]) +
           ", local_size_z = " + std::to_string(wg[2]) + ") in;\n";
   text += "#define WORKGROUP " + std::to_string(wg[0]) + "u\n";
   for (const auto &[name, value] : kernel.defines) text += "#define " + name + " " + value + "\n";
   if (kernel.needsReduction) text += "#define NEEDS_REDUCTION 1\n";
+  text += std::string("#define SUBGROUP_OPS ") + (kernel.subgroupOps ? "1" : "0") + "\n";
+  text += "#define MIN_SUBGROUP_SIZE " + std::to_string(kMinSubgroupSize) + "u\n";
   text += kernelFile("common.glsl");
   for (size_t i = 0; i < kernel.bindings.size(); ++i) text += declare(kernel.bindings[i], i);
   // The state buffer is always the last binding (plan::BufferKind::State).

@@ -21,7 +21,14 @@ struct KernelBinding {
   // Also declare NAME_v4[]: 16-byte elements (vec4 of f32, or uvec4 of 8 packed 16-bit values) of the same
   // buffer, for kernels that load 16 bytes at a time.
   bool vec4View = false;
+  // Other workgroups of the same dispatch write what this one reads (cross-workgroup results): `coherent`,
+  // so reads after an atomic hand-over see the other workgroups' writes.
+  bool coherent = false;
 };
+
+// Kernels that reduce with subgroup operations size their arrays of per-subgroup partials for subgroups of
+// at least this many invocations; plans that use them require it of the device.
+inline constexpr uint32_t kMinSubgroupSize = 4;
 
 struct KernelSource {
   std::string templateFile;  // kernels/<templateFile>
@@ -36,6 +43,9 @@ struct KernelSource {
   uint32_t subgroupSize = 0;      // the size the kernel assumes; 0: any
   uint32_t sharedMemoryBytes = 0; // when above the 16 KiB every device has
   bool needsReduction = false;
+  // Enables GL_KHR_shader_subgroup_arithmetic and defines SUBGROUP_OPS 1 (templates that support it fall
+  // back to shared-memory reductions under SUBGROUP_OPS 0) and MIN_SUBGROUP_SIZE.
+  bool subgroupOps = false;
 };
 
 // Throws CodegenError when the template does not exist.

@@ -19,7 +19,7 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);
   };
-  if (spec.variant != MatMulVariant::Tiled && spec.k % gd::kGemvLoad != 0)
+  if (spec.variant == MatMulVariant::Coop && spec.k % gd::kCoopMatMulLoad != 0)
     throw CodegenError("a matmul with K = " + std::to_string(spec.k) + " cannot take 16-byte loads");
   define("K", uintValue(spec.k));
   define("N", uintValue(spec.n));
@@ -29,11 +29,6 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   define("W_PACKED16", spec.weight == plan::DType::F32 ? "0" : "1");
   define("W_BF16", spec.weight == plan::DType::BF16 ? "1" : "0");
   switch (spec.variant) {
-  case MatMulVariant::Gemv:
-    k.templateFile = "gemv.glsl";
-    k.workgroup = {64, 1, 1};
-    define("ROWS", uintValue(gd::kGemvRows));
-    break;
   case MatMulVariant::Tiled:
     k.templateFile = "matmul.glsl";
     k.workgroup = {gd::kMatMulWorkgroup, 1, 1};
@@ -68,16 +63,14 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     break;
   }
   }
-  bool gemv = spec.variant == MatMulVariant::Gemv;
   k.bindings.push_back({"x", Access::Read, plan::DType::F32, true});
   k.bindings.push_back({"w", Access::Read, spec.weight, true});
   if (spec.norm)
     k.bindings.push_back({"g", Access::Read, spec.normWeight, spec.normWeight == plan::DType::F32});
   if (spec.residual) k.bindings.push_back({"residual", Access::Read, plan::DType::F32, false});
   k.bindings.push_back({"result", Access::Write, plan::DType::F32, false});
-  if (spec.norm && spec.normWeight != plan::DType::F32 && spec.variant != MatMulVariant::Tiled)
-    throw CodegenError(std::string("the ") + (gemv ? "gemv" : "cooperative-matrix matmul") +
-                       " reads its norm weight as f32 vectors");
+  if (spec.norm && spec.normWeight != plan::DType::F32 && spec.variant == MatMulVariant::Coop)
+    throw CodegenError("the cooperative-matrix matmul reads its norm weight as f32 vectors");
   return k;
 }
 
@@ -85,8 +78,6 @@ std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {
   namespace gd = mlir::gerbil;
   auto ceilDiv = [](int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); };
   switch (spec.variant) {
-  case MatMulVariant::Gemv:
-    return {ceilDiv(spec.n, gd::kGemvRows), 1, 1};
   case MatMulVariant::Tiled:
     return {ceilDiv(spec.n, gd::kMatMulRows), ceilDiv(tokens, gd::kMatMulTokens), 1};
   case MatMulVariant::Coop:

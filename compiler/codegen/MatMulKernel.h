@@ -1,5 +1,6 @@
-// The kernels of gerbil.matmul and gerbil.linear: the tiled prefill matmul (matmul.glsl), the one-token
-// gemv that decode runs (gemv.glsl) and the tensor-core matmul of the nvidia target (matmul_coop.glsl).
+// The prefill kernels of gerbil.matmul and gerbil.linear: the tiled matmul (matmul.glsl) and the tensor-core
+// matmul of the nvidia target (matmul_coop.glsl). Decode's one-token gemv (gemv.glsl, which the grouped
+// projections share) is specialised by PlanBuilder::defineGemv.
 // PlanBuilder and the kernel tests both specialise them here, so the tests run exactly what plans run.
 #pragma once
 
@@ -9,7 +10,7 @@
 
 namespace gerbil::codegen {
 
-enum class MatMulVariant { Tiled, Gemv, Coop };
+enum class MatMulVariant { Tiled, Coop };
 
 struct MatMulSpec {
   MatMulVariant variant = MatMulVariant::Tiled;
@@ -23,7 +24,7 @@ struct MatMulSpec {
 };
 
 // Bindings in this order: x, w, [g], [residual], result (then the state buffer, as for every kernel).
-// Throws CodegenError when the variant cannot take the shape (Coop and Gemv need K a multiple of 8).
+// Throws CodegenError when the variant cannot take the shape (Coop needs K a multiple of 8).
 KernelSource matmulKernel(const MatMulSpec &spec);
 
 // Workgroups of the prefill variants for T tokens (the kernel catalog gives dispatch formation the same).

@@ -21,21 +21,51 @@ namespace gd = mlir::gerbil;
 namespace gerbil::codegen {
 namespace {
 
-// Where a kernel binding's buffer comes from, relative to its dispatch.
+// Where a kernel binding's buffer comes from: an operand or result of the op the kernel runs (one op of
+// its dispatch's body), any value of the body (ValueOf: the grouped kernels), or a fixed buffer.
 struct BindingSource {
-  enum Kind { Operand, Result, CacheKeys, CacheValues, InputIds } kind;
+  enum Kind {
+    Operand,
+    Result,
+    CacheKeys,
+    CacheValues,
+    InputIds,
+    ValueOf,
+    ScratchCounters,
+    ScratchPartials
+  } kind;
   unsigned index = 0;
+  Value value = {};
 };
 
 struct KernelInstance {
   KernelSource source;
-  std::vector<BindingSource> origins;  // parallel to source.bindings
+  std::vector<BindingSource> origins; // parallel to source.bindings
   FlatSymbolRefAttr cache;
+  uint64_t scratchCounterBytes = 0, scratchPartialBytes = 0; // ScratchCounters / ScratchPartials
 };
 
-std::string uintValue(int64_t v) { return std::to_string(v) + "u"; }
+// Scratch: the counters at its start, the partial results from this offset.
+constexpr uint64_t kScratchPartialsOffset = 4096;
 
-int64_t rowWidth(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1); }
+// A value of a dispatch body as its dispatch sees it: a block argument is the dispatch's operand.
+Value outside(gd::DispatchOp dispatch, Value v) {
+  auto arg = llvm::dyn_cast<BlockArgument>(v);
+  if (arg && arg.getOwner() == &dispatch.getBody().front()) return dispatch.getOperand(arg.getArgNumber());
+  return v;
+}
+
+bool holdsOneOp(gd::DispatchOp dispatch) {
+  return dispatch.getBody().front().getOperations().size() == 2;
+}
+
+std::string uintValue(int64_t v) {
+  return std::to_string(v) + "u";
+}
+
+int64_t rowWidth(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
+}
 
 std::string locationName(Location loc) {
   if (auto name = llvm::dyn_cast<NameLoc>(loc)) return name.getName().str();
@@ -75,16 +105,14 @@ public:
 
     for (Operation &op : forward.getBody().front()) {
       if (auto dispatch = dyn_cast<gd::DispatchOp>(op)) {
-        plan_.prefill.push_back(lower(dispatch, false));
-        plan_.decode.push_back(lower(dispatch, true));
-      }
-      else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (plan::Dispatch &d : lowerSchedule(dispatch, false)) plan_.prefill.push_back(std::move(d));
+        for (plan::Dispatch &d : lowerSchedule(dispatch, true)) plan_.decode.push_back(std::move(d));
+      } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         plan_.logits = arenaBinding(ret.getOperand(0));
         // A greedy token result comes from the argmax dispatch, which must be the step's last.
         plan_.gpuArgmax = ret.getNumOperands() == 2 && !plan_.prefill.empty() &&
                           plan_.kernels[plan_.prefill.back().kernel].name.rfind("argmax.", 0) == 0;
-      }
-      else if (!isa<gd::WeightRefOp>(op))
+      } else if (!isa<gd::WeightRefOp>(op))
         throw CodegenError("'" + op.getName().getStringRef().str() + "' is outside any dispatch");
     }
     plan_.requires_.maxStorageBufferRange = largestBinding();
@@ -165,8 +193,8 @@ private:
     auto producer = result ? llvm::dyn_cast<gd::DispatchOp>(result.getOwner()) : nullptr;
     if (!producer || !producer.getArenaOffsets())
       throw CodegenError("an activation is not the memory-planned result of a dispatch");
-    return {plan::BufferKind::Arena, 0, static_cast<uint64_t>((*producer.getArenaOffsets())[result.getResultNumber()]),
-            valueBytes(v)};
+    return {plan::BufferKind::Arena, 0,
+            static_cast<uint64_t>((*producer.getArenaOffsets())[result.getResultNumber()]), valueBytes(v)};
   }
 
   plan::Binding operandBinding(Value v) {
@@ -180,24 +208,57 @@ private:
   }
 
   plan::DType operandDType(Value v) {
-    if (auto ref = v.getDefiningOp<gd::WeightRefOp>()) return plan_.weights[weightIndex_.at(ref.getName().str())].deviceDType;
+    if (auto ref = v.getDefiningOp<gd::WeightRefOp>())
+      return plan_.weights[weightIndex_.at(ref.getName().str())].deviceDType;
     return dtypeOf(llvm::cast<RankedTensorType>(v.getType()).getElementType());
   }
 
-  // `decode`: the one-token variant, where the dispatch has one (decode_grid).
+  // Where a value of a dispatch's body lives: the dispatch's operand (a block argument), its result (what the
+  // yield returns), or, for a fusion group run op by op, the arena bytes memory planning gave it.
+  plan::Binding valueBinding(gd::DispatchOp dispatch, Value v) {
+    Value out = outside(dispatch, v);
+    if (out != v) return operandBinding(out);
+    Operation *yield = dispatch.getBody().front().getTerminator();
+    for (auto [i, yielded] : llvm::enumerate(yield->getOperands()))
+      if (yielded == v) return arenaBinding(dispatch.getResult(i));
+    auto internal = dispatch.getInternalOffsets();
+    unsigned index = 0;
+    for (Operation &op : dispatch.getBody().front().without_terminator())
+      for (Value r : op.getResults()) {
+        if (llvm::is_contained(yield->getOperands(), r)) continue;
+        if (r == v) {
+          if (!internal || index >= internal->size())
+            throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) + "' has no internal offsets");
+          return {plan::BufferKind::Arena, 0, static_cast<uint64_t>((*internal)[index]), valueBytes(v)};
+        }
+        ++index;
+      }
+    throw CodegenError("a value of dispatch '" + locationName(dispatch.getLoc()) + "' has no buffer");
+  }
+
+  // `decode`: the one-token variant, where the dispatch has one (decode_grid). An op of a fusion group that
+  // runs on its own takes the catalog's choice for it.
   KernelInstance specify(gd::DispatchOp dispatch, Operation *op, bool decode) {
     KernelInstance k;
-    k.source.workgroup = {dispatch.getWorkgroup()[0], dispatch.getWorkgroup()[1], dispatch.getWorkgroup()[2]};
-    auto define = [&](const std::string &name, const std::string &value) { k.source.defines.emplace_back(name, value); };
+    std::optional<gd::KernelChoice> own =
+        holdsOneOp(dispatch) ? std::nullopt : gd::chooseKernel(op, *profile_);
+    ArrayRef<int64_t> wg = own                                       ? ArrayRef<int64_t>(own->workgroup)
+                           : decode && dispatch.getDecodeWorkgroup() ? *dispatch.getDecodeWorkgroup()
+                                                                     : dispatch.getWorkgroup();
+    k.source.workgroup = {wg[0], wg[1], wg[2]};
+    auto define = [&](const std::string &name, const std::string &value) {
+      k.source.defines.emplace_back(name, value);
+    };
     auto bind = [&](const std::string &name, Access access, BindingSource origin) {
       plan::DType dtype = plan::DType::F32;
-      if (origin.kind == BindingSource::Operand) dtype = operandDType(dispatch.getOperand(origin.index));
+      if (origin.kind == BindingSource::Operand)
+        dtype = operandDType(outside(dispatch, op->getOperand(origin.index)));
       k.source.bindings.push_back({name, access, dtype});
       k.origins.push_back(origin);
     };
     auto operand = [](unsigned i) { return BindingSource{BindingSource::Operand, i}; };
     BindingSource result{BindingSource::Result, 0};
-    const std::string family = dispatch.getKernel().str();
+    const std::string family = own ? own->kernel : dispatch.getKernel().str();
     k.source.templateFile = family + ".glsl";
 
     llvm::TypeSwitch<Operation *>(op)
@@ -236,20 +297,42 @@ private:
           // matmul, or linear with an RMSNorm prologue and/or a residual epilogue: the tiled or the
           // tensor-core kernel for prefill, as the catalog chose, and gemv for the one-token decode variant.
           auto linear = dyn_cast<gd::LinearOp>(m);
+          if (decode) {
+            // The one-token gemv (gemv.glsl).
+            bool norm = linear && linear.getNorm(), residual = linear && linear.getResidual();
+            define("K", uintValue(rowWidth(m->getOperand(0))));
+            define("N", uintValue(rowWidth(m->getResult(0))));
+            define("NORM_PROLOGUE", norm ? "1" : "0");
+            define("RESIDUAL", residual ? "1" : "0");
+            if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
+            k.source.templateFile = "gemv.glsl";
+            defineGemv(k, "MODE_SINGLE", rowWidth(m->getOperand(0)), rowWidth(m->getResult(0)),
+                       operandDType(outside(dispatch, m->getOperand(1))));
+            bind("x", Access::Read, operand(0));
+            bind("w", Access::Read, operand(1));
+            // Operand order of gerbil.linear: input, weight, [norm], [residual].
+            unsigned next = 2;
+            if (norm) bind("g", Access::Read, operand(next++));
+            if (residual) bind("residual", Access::Read, operand(next++));
+            bind("result", Access::Write, result);
+            addGemvViews(k);
+            return;
+          }
+          // Prefill: the tiled or the tensor-core matmul, as the catalog chose.
           MatMulSpec spec;
           spec.k = rowWidth(m->getOperand(0));
           spec.n = rowWidth(m->getResult(0));
           spec.norm = linear && linear.getNorm();
           spec.residual = linear && linear.getResidual();
           if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
-          spec.weight = operandDType(dispatch.getOperand(1)); // the body sees block arguments
-          if (spec.norm) spec.normWeight = operandDType(dispatch.getOperand(2));
+          spec.weight = operandDType(outside(dispatch, m->getOperand(1)));
+          if (spec.norm) spec.normWeight = operandDType(outside(dispatch, m->getOperand(2)));
           bool coop = llvm::StringRef(family).ends_with("_coop");
-          spec.variant = decode ? MatMulVariant::Gemv : coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
+          spec.variant = coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
           if (coop) spec.coopTiling = mlir::gerbil::coopTilingFor(*profile_, spec.n);
           std::array<int64_t, 3> workgroup = k.source.workgroup;
           k.source = matmulKernel(spec);
-          if (!decode && k.source.workgroup != workgroup)
+          if (k.source.workgroup != workgroup)
             throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
                                "' was formed for another workgroup size than its kernel's");
           // Operand order of gerbil.linear: input, weight, [norm], [residual].
@@ -310,8 +393,10 @@ private:
           bind("ids", Access::TokenIdsWrite, {BindingSource::InputIds, 0});
         })
         .Case<gd::AttentionOp>([&](gd::AttentionOp a) {
-          // Prefill: tiles of queries (attention_prefill.glsl); decode: one query (attention.glsl).
-          AttentionSpec spec{decode,
+          // Prefill: tiles of queries (attention_prefill.glsl); decode: split over the cached positions
+          // (attention_decode.glsl).
+          if (decode) return specifyDecodeAttention(k, a);
+          AttentionSpec spec{false,
                              static_cast<int64_t>(a.getNumHeads()),
                              static_cast<int64_t>(a.getNumKvHeads()),
                              static_cast<int64_t>(a.getHeadDim()),
@@ -332,33 +417,255 @@ private:
     return k;
   }
 
-  plan::Dispatch lower(gd::DispatchOp dispatch, bool decode) {
-    decode = decode && dispatch.getDecodeGrid().has_value();
-    Block &body = dispatch.getBody().front();
-    if (body.getOperations().size() != 2)
-      throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) + "' holds more than one op");
-    Operation *op = &body.front();
-    KernelInstance k = specify(dispatch, op, decode);
+  // The defines of gemv.glsl for a K -> N projection (N outputs; with MODE_GATE_UP, N gate/up pairs).
+  void defineGemv(KernelInstance &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights) {
+    gd::GemvShape shape = gd::gemvShape(kDim, n, mode == "MODE_GATE_UP");
+    auto define = [&](const std::string &name, const std::string &value) {
+      k.source.defines.emplace_back(name, value);
+    };
+    for (const char *m : {"MODE_SINGLE", "MODE_GATE_UP", "MODE_QKV"}) define(m, mode == m ? "1" : "0");
+    int64_t perLoad = weights == plan::DType::F32 ? 4 : 8;
+    define("ROWS", uintValue(shape.rows));
+    define("VEC_LOADS", kDim % perLoad == 0 ? "1" : "0");
+    define("W_PACKED16", weights == plan::DType::F32 ? "0" : "1");
+    define("W_BF16", weights == plan::DType::BF16 ? "1" : "0");
+    k.source.subgroupOps = options_.subgroupOps;
+  }
 
+  // 16-byte views of the gemv's input, norm weight and weight matrices.
+  static void addGemvViews(KernelInstance &k) {
+    for (auto &b : k.source.bindings)
+      if (b.name == "x" || b.name == "g" || b.name.rfind("w", 0) == 0) b.vec4View = true;
+  }
+
+  // The decode kernel of a fusion group (gerbil-group-qkv, gerbil-group-gate-up): one gemv.glsl launch over
+  // all the group's weights, with the bias adds, RoPE, KV-cache write or activation of its body in the
+  // epilogue. The body holds the projections in order (q, k, v or gate, up), each followed by its bias add.
+  plan::Dispatch lowerGroup(gd::DispatchOp dispatch) {
+    const std::string label = locationName(dispatch.getLoc()), family = dispatch.getKernel().str();
+    Block &body = dispatch.getBody().front();
+    Operation *yield = body.getTerminator();
+    SmallVector<Operation *> projections;
+    gd::RoPEOp ropeQ, ropeK;
+    gd::KVAppendOp append;
+    Operation *activation = nullptr;
+    for (Operation &op : body.without_terminator()) {
+      if (isa<gd::MatMulOp, gd::LinearOp>(op))
+        projections.push_back(&op);
+      else if (isa<gd::SiLUOp, gd::GELUOp>(op))
+        activation = &op;
+      else if (auto a = dyn_cast<gd::KVAppendOp>(op))
+        append = a;
+      else if (auto r = dyn_cast<gd::RoPEOp>(op))
+        (ropeQ ? ropeK : ropeQ) = r;
+    }
+    const bool qkv = family == gd::kQKVKernel;
+    if (projections.size() != (qkv ? 3u : 2u) || (!qkv && (family != gd::kGateUpKernel || !activation)))
+      throw CodegenError("fusion group '" + label + "' (" + family +
+                         ") does not hold the ops its kernel runs");
+    auto biasOf = [](Operation *projection) -> Value {
+      Value r = projection->getResult(0);
+      if (!r.hasOneUse()) return {};
+      auto add = dyn_cast<gd::AddOp>(*r.getUsers().begin());
+      return add && llvm::cast<RankedTensorType>(add.getRhs().getType()).getRank() == 1 ? add.getRhs()
+                                                                                        : Value();
+    };
+
+    KernelInstance k;
+    ArrayRef<int64_t> wg = *dispatch.getDecodeWorkgroup();
+    k.source.workgroup = {wg[0], wg[1], wg[2]};
+    k.source.templateFile = "gemv.glsl";
+    auto define = [&](const std::string &name, const std::string &value) {
+      k.source.defines.emplace_back(name, value);
+    };
+    auto bind = [&](const std::string &name, Access access, Value v) {
+      k.source.bindings.push_back({name, access, operandDType(outside(dispatch, v))});
+      k.origins.push_back({BindingSource::ValueOf, 0, v});
+    };
+    Operation *first = projections.front();
+    auto linear = dyn_cast<gd::LinearOp>(first);
+    bool norm = linear && linear.getNorm();
+    int64_t kDim = rowWidth(first->getOperand(0));
+    plan::DType weights = operandDType(outside(dispatch, first->getOperand(1)));
+    define("K", uintValue(kDim));
+    define("NORM_PROLOGUE", norm ? "1" : "0");
+    define("RESIDUAL", "0");
+    if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
+    bind("x", Access::Read, first->getOperand(0));
+    const std::vector<std::string> parts =
+        qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
+    for (size_t i = 0; i < parts.size(); ++i)
+      bind("w_" + parts[i], Access::Read, projections[i]->getOperand(1));
+    if (norm) bind("g", Access::Read, linear.getNorm());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Value bias = biasOf(projections[i]);
+      std::string upper = parts[i] == "gate" ? "GATE"
+                          : parts[i] == "up" ? "UP"
+                                             : std::string(1, char(parts[i][0] - 32));
+      define("BIAS_" + upper, bias ? "1" : "0");
+      if (bias) bind("bias_" + parts[i], Access::Read, bias);
+    }
+
+    if (qkv) {
+      int64_t nq = rowWidth(projections[0]->getResult(0)), nk = rowWidth(projections[1]->getResult(0)),
+              nv = rowWidth(projections[2]->getResult(0));
+      defineGemv(k, "MODE_QKV", kDim, nq + nk + nv, weights);
+      gd::GemvShape shape = gd::qkvShape(kDim, nq, nk, nv);
+      auto groups = [&](int64_t n) { return uintValue((n + shape.rows - 1) / shape.rows); };
+      define("N_Q", uintValue(nq));
+      define("N_K", uintValue(nk));
+      define("N_V", uintValue(nv));
+      define("GROUPS_Q", groups(nq));
+      define("GROUPS_K", groups(nk));
+      define("GROUPS_V", groups(nv));
+      if (bool(ropeQ) != bool(ropeK))
+        throw CodegenError("fusion group '" + label + "' rotates only one of q and k");
+      define("ROPE", ropeQ ? "1" : "0");
+      define("KV_WRITE", append ? "1" : "0");
+      int64_t headDim = 0;
+      if (ropeQ) {
+        headDim = ropeQ.getHeadDim();
+        define("ROTARY_DIM", uintValue(ropeQ.getRotaryDim()));
+        define("ATTENTION_SCALING", glslFloat(ropeQ.getAttentionScaling().convertToDouble()));
+        std::string values;
+        for (double f : ropeQ.getInvFreq())
+          values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
+        define("INV_FREQ_VALUES", values);
+      }
+      bind("result_q", Access::Write, yield->getOperand(0));
+      if (append) {
+        auto cache = module_.lookupSymbol<gd::KVCacheOp>(append.getCacheAttr());
+        if (headDim && headDim != static_cast<int64_t>(cache.getHeadDim()))
+          throw CodegenError("fusion group '" + label + "': RoPE and the KV cache disagree on head_dim");
+        headDim = cache.getHeadDim();
+        define("SEQ", uintValue(options_.maxSequence));
+        k.source.bindings.push_back({"k_cache", Access::Write, plan::DType::F32});
+        k.origins.push_back({BindingSource::CacheKeys, 0});
+        k.source.bindings.push_back({"v_cache", Access::Write, plan::DType::F32});
+        k.origins.push_back({BindingSource::CacheValues, 0});
+        k.cache = append.getCacheAttr();
+      } else {
+        bind("result_k", Access::Write, yield->getOperand(1));
+        bind("result_v", Access::Write, yield->getOperand(2));
+      }
+      if (headDim) define("HEAD_DIM", uintValue(headDim));
+    } else {
+      int64_t n = rowWidth(projections[0]->getResult(0));
+      defineGemv(k, "MODE_GATE_UP", kDim, n, weights);
+      define("N", uintValue(n));
+      auto gelu = dyn_cast<gd::GELUOp>(activation);
+      define("ACT_SILU", gelu ? "0" : "1");
+      define("GELU_TANH", gelu && gelu.getTanhApproximation() ? "1" : "0");
+      bind("result", Access::Write, yield->getOperand(0));
+    }
+    addGemvViews(k);
+    return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
+  }
+
+  // Split-KV attention of one query token (attention_decode.glsl), with its scratch: a counter per
+  // workgroup column and the partial softmax results of every split.
+  void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
+    gd::DecodeAttentionShape shape =
+        gd::decodeAttentionShape(a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim());
+    auto define = [&](const std::string &name, const std::string &value) {
+      k.source.defines.emplace_back(name, value);
+    };
+    k.source.templateFile = "attention_decode.glsl";
+    k.source.subgroupOps = options_.subgroupOps;
+    int64_t headDim = a.getHeadDim(), columns = a.getNumKvHeads() * shape.headGroups;
+    define("HEADS", uintValue(a.getNumHeads()));
+    define("KV_HEADS", uintValue(a.getNumKvHeads()));
+    define("HEAD_DIM", uintValue(headDim));
+    define("QUERY_HEADS", uintValue(shape.queryHeads));
+    define("HEAD_GROUPS", uintValue(shape.headGroups));
+    define("SPLITS", uintValue(shape.splits));
+    define("MIN_CHUNK", uintValue(shape.minChunk));
+    define("SEQ", uintValue(options_.maxSequence));
+    define("SCALE", glslFloat(a.getScale().convertToDouble()));
+    define("WINDOW", uintValue(a.getSlidingWindow() ? *a.getSlidingWindow() : 0));
+    define("D_VEC4", headDim % 4 == 0 ? "1" : "0");
+    k.source.bindings.push_back({"q", Access::Read, plan::DType::F32});
+    k.origins.push_back({BindingSource::Operand, 0});
+    k.source.bindings.push_back({"k_cache", Access::Read, plan::DType::F32, headDim % 4 == 0});
+    k.origins.push_back({BindingSource::CacheKeys, 0});
+    k.source.bindings.push_back({"v_cache", Access::Read, plan::DType::F32});
+    k.origins.push_back({BindingSource::CacheValues, 0});
+    k.source.bindings.push_back({"result", Access::Write, plan::DType::F32});
+    k.origins.push_back({BindingSource::Result, 0});
+    k.source.bindings.push_back({"partial", Access::ReadWrite, plan::DType::F32, false, true});
+    k.origins.push_back({BindingSource::ScratchPartials, 0});
+    k.source.bindings.push_back({"counters", Access::TokenIdsWrite, plan::DType::I32});
+    k.origins.push_back({BindingSource::ScratchCounters, 0});
+    k.cache = a.getCacheAttr();
+    k.scratchCounterBytes = static_cast<uint64_t>(columns) * 4;
+    k.scratchPartialBytes =
+        static_cast<uint64_t>(columns * shape.splits * shape.queryHeads * (headDim + 2)) * 4;
+    if (k.scratchCounterBytes > kScratchPartialsOffset)
+      throw CodegenError("attention has " + std::to_string(columns) +
+                         " workgroup columns, more than the scratch holds");
+  }
+
+  // The plan dispatches of one dispatch: itself, or for a fusion group in prefill one per op of its body.
+  std::vector<plan::Dispatch> lowerSchedule(gd::DispatchOp dispatch, bool decode) {
+    if (holdsOneOp(dispatch)) return {lower(dispatch, &dispatch.getBody().front().front(), decode)};
+    if (decode && dispatch.getDecodeGrid()) return {lowerGroup(dispatch)};
+    std::vector<plan::Dispatch> ops;
+    for (Operation &op : dispatch.getBody().front().without_terminator())
+      ops.push_back(lower(dispatch, &op, false));
+    return ops;
+  }
+
+  plan::Dispatch lower(gd::DispatchOp dispatch, Operation *op, bool decode) {
+    decode = decode && dispatch.getDecodeGrid().has_value();
+    KernelInstance k = specify(dispatch, op, decode);
+    std::optional<gd::KernelChoice> own =
+        holdsOneOp(dispatch) ? std::nullopt : gd::chooseKernel(op, *profile_);
+    AffineMap grid = own ? own->grid : decode ? *dispatch.getDecodeGrid() : dispatch.getGrid();
+    return finish(dispatch, k, grid, own ? own->kernel : dispatch.getKernel().str(),
+                  locationName(own ? op->getLoc() : dispatch.getLoc()), op);
+  }
+
+  // The plan dispatch of a kernel instance; `op` resolves its Operand and Result bindings.
+  plan::Dispatch finish(gd::DispatchOp dispatch, const KernelInstance &k, AffineMap grid,
+                        const std::string &family, const std::string &label, Operation *op) {
     plan::Dispatch d;
-    d.label = locationName(dispatch.getLoc());
+    d.label = label;
     for (const BindingSource &origin : k.origins) {
       switch (origin.kind) {
-      case BindingSource::Operand: d.bindings.push_back(operandBinding(dispatch.getOperand(origin.index))); break;
-      case BindingSource::Result: d.bindings.push_back(arenaBinding(dispatch.getResult(origin.index))); break;
-      case BindingSource::InputIds: d.bindings.push_back(plan_.inputIds); break;
+      case BindingSource::Operand:
+        d.bindings.push_back(valueBinding(dispatch, op->getOperand(origin.index)));
+        break;
+      case BindingSource::Result:
+        d.bindings.push_back(valueBinding(dispatch, op->getResult(origin.index)));
+        break;
+      case BindingSource::ValueOf:
+        d.bindings.push_back(valueBinding(dispatch, origin.value));
+        break;
+      case BindingSource::InputIds:
+        d.bindings.push_back(plan_.inputIds);
+        break;
+      case BindingSource::ScratchCounters:
+        d.bindings.push_back(
+            {plan::BufferKind::Scratch, 0, 0, std::max<uint64_t>(k.scratchCounterBytes, 16)});
+        plan_.scratchBytes = std::max(plan_.scratchBytes, kScratchPartialsOffset);
+        break;
+      case BindingSource::ScratchPartials:
+        d.bindings.push_back({plan::BufferKind::Scratch, 0, kScratchPartialsOffset, k.scratchPartialBytes});
+        plan_.scratchBytes = std::max(plan_.scratchBytes, kScratchPartialsOffset + k.scratchPartialBytes);
+        break;
       case BindingSource::CacheKeys:
       case BindingSource::CacheValues: {
         uint64_t layer = cacheLayer_.at(k.cache.getValue().str());
-        uint64_t offset = layer * 2 * layerCacheBytes_ + (origin.kind == BindingSource::CacheValues ? layerCacheBytes_ : 0);
+        uint64_t offset =
+            layer * 2 * layerCacheBytes_ + (origin.kind == BindingSource::CacheValues ? layerCacheBytes_ : 0);
         d.bindings.push_back({plan::BufferKind::KVCache, 0, offset, layerCacheBytes_});
         break;
       }
       }
     }
     d.bindings.push_back({plan::BufferKind::State, 0, 0, plan_.stateBytes});
-    d.grid = gridOf(dispatch, decode ? *dispatch.getDecodeGrid() : dispatch.getGrid());
-    d.kernel = kernelIndex(k.source, dispatch);
+    d.grid = gridOf(dispatch, grid);
+    d.kernel = kernelIndex(k.source, family, label);
     return d;
   }
 
@@ -387,14 +694,18 @@ private:
     return grid;
   }
 
-  uint32_t kernelIndex(const KernelSource &source, gd::DispatchOp dispatch) {
+  uint32_t kernelIndex(const KernelSource &source, const std::string &family, const std::string &label) {
     std::string glsl = writeKernel(source);
     if (auto it = kernelBySource_.find(glsl); it != kernelBySource_.end()) return it->second;
     plan::Kernel kernel;
-    kernel.name = dispatch.getKernel().str() + "." + std::to_string(plan_.kernels.size());
-    if (options_.glsl) *options_.glsl << "// ---- kernel " << kernel.name << " (first used by " << locationName(dispatch.getLoc()) << ")\n" << glsl << "\n";
-    kernel.spirv = compiler_.compile(glsl, kernel.name + " (" + locationName(dispatch.getLoc()) + ")");
+    kernel.name = family + "." + std::to_string(plan_.kernels.size());
+    if (options_.glsl)
+      *options_.glsl << "// ---- kernel " << kernel.name << " (first used by " << label << ")\n"
+                     << glsl << "\n";
+    kernel.spirv = compiler_.compile(glsl, kernel.name + " (" + label + ")");
     plan::Requirements &needs = plan_.requires_;
+    needs.maxSharedMemoryBytes =
+        std::max({needs.maxSharedMemoryBytes, workgroupMemoryBytes(kernel.spirv), source.sharedMemoryBytes});
     for (const std::string &extension : source.deviceExtensions)
       if (std::find(needs.deviceExtensions.begin(), needs.deviceExtensions.end(), extension) ==
           needs.deviceExtensions.end())
@@ -408,9 +719,13 @@ private:
                            std::to_string(needs.subgroupSize));
       needs.subgroupSize = source.subgroupSize;
     }
-    needs.maxSharedMemoryBytes = std::max(needs.maxSharedMemoryBytes, source.sharedMemoryBytes);
-    kernel.numBindings = static_cast<uint32_t>(source.bindings.size()) + 1;  // + the state buffer
-    kernel.workgroupSize = {static_cast<uint32_t>(source.workgroup[0]), static_cast<uint32_t>(source.workgroup[1]),
+    if (source.subgroupOps) {
+      plan_.requires_.subgroupArithmetic = true;
+      plan_.requires_.minSubgroupSize = kMinSubgroupSize;
+    }
+    kernel.numBindings = static_cast<uint32_t>(source.bindings.size()) + 1; // + the state buffer
+    kernel.workgroupSize = {static_cast<uint32_t>(source.workgroup[0]),
+                            static_cast<uint32_t>(source.workgroup[1]),
                             static_cast<uint32_t>(source.workgroup[2])};
     uint32_t index = static_cast<uint32_t>(plan_.kernels.size());
     plan_.kernels.push_back(std::move(kernel));
@@ -440,6 +755,8 @@ private:
 
 } // namespace
 
-plan::Plan buildPlan(ModuleOp module, const CodegenOptions &options) { return PlanBuilder(module, options).build(); }
+plan::Plan buildPlan(ModuleOp module, const CodegenOptions &options) {
+  return PlanBuilder(module, options).build();
+}
 
 } // namespace gerbil::codegen

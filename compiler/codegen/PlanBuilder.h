@@ -15,6 +15,9 @@ struct CodegenOptions {
   std::string target = "generic";
   int64_t maxSequence = 0;  // KV cache positions
   std::ostream *glsl = nullptr;  // when set, receives the GLSL of every distinct kernel
+  // Kernels that can reduce with subgroup operations do (the plan then requires subgroup arithmetic);
+  // off, they reduce through shared memory only, for devices without it.
+  bool subgroupOps = true;
 };
 
 // Throws CodegenError naming the dispatch at fault.

@@ -4,6 +4,7 @@
 #include <spirv-tools/libspirv.hpp>
 
 #include <cstring>
+#include <map>
 
 namespace gerbil::codegen {
 
@@ -27,6 +28,67 @@ struct ShaderCompiler::Impl {
     shaderc_compiler_release(compiler);
   }
 };
+
+uint32_t workgroupMemoryBytes(const std::vector<uint32_t> &spirv) {
+  // SPIR-V opcodes and the Workgroup storage class (SPIR-V 1.5 specification, 3.7 and 3.49).
+  enum : uint32_t {
+    OpTypeBool = 20,
+    OpTypeInt = 21,
+    OpTypeFloat = 22,
+    OpTypeVector = 23,
+    OpTypeMatrix = 24,
+    OpTypeArray = 28,
+    OpTypeStruct = 30,
+    OpTypePointer = 32,
+    OpConstant = 43,
+    OpVariable = 59,
+    Workgroup = 4
+  };
+  std::map<uint32_t, uint64_t> typeBytes, constants, pointee;
+  auto bytesOf = [&](uint32_t id) { return typeBytes.count(id) ? typeBytes[id] : 0; };
+  uint64_t total = 0;
+  for (size_t at = 5; at < spirv.size();) {
+    uint32_t count = spirv[at] >> 16, opcode = spirv[at] & 0xffff;
+    if (count == 0 || at + count > spirv.size())
+      throw CodegenError("malformed SPIR-V: truncated instruction");
+    const uint32_t *w = &spirv[at];
+    switch (opcode) {
+    case OpTypeBool:
+      typeBytes[w[1]] = 4;
+      break;
+    case OpTypeInt:
+    case OpTypeFloat:
+      typeBytes[w[1]] = w[2] / 8;
+      break;
+    case OpTypeVector:
+    case OpTypeMatrix:
+      typeBytes[w[1]] = bytesOf(w[2]) * w[3];
+      break;
+    case OpTypeArray:
+      typeBytes[w[1]] = bytesOf(w[2]) * (constants.count(w[3]) ? constants[w[3]] : 0);
+      break;
+    case OpTypeStruct: {
+      uint64_t sum = 0;
+      for (uint32_t i = 2; i < count; ++i) sum += bytesOf(w[i]);
+      typeBytes[w[1]] = sum;
+      break;
+    }
+    case OpTypePointer:
+      if (w[2] == Workgroup) pointee[w[1]] = bytesOf(w[3]);
+      break;
+    case OpConstant:
+      if (count >= 4) constants[w[2]] = w[3];
+      break;
+    case OpVariable:
+      if (count >= 4 && w[3] == Workgroup && pointee.count(w[1])) total += pointee[w[1]];
+      break;
+    default:
+      break;
+    }
+    at += count;
+  }
+  return static_cast<uint32_t>(total);
+}
 
 ShaderCompiler::ShaderCompiler() : impl_(std::make_unique<Impl>()) {
   if (!impl_->compiler || !impl_->options) throw CodegenError("cannot initialise libshaderc");

@@ -14,6 +14,10 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+// Bytes of workgroup (shared) memory the module's variables take, packed tightly: what a plan's
+// maxSharedMemoryBytes requirement is made of. Throws CodegenError on a malformed module.
+uint32_t workgroupMemoryBytes(const std::vector<uint32_t> &spirv);
+
 class ShaderCompiler {
 public:
   ShaderCompiler();

@@ -144,6 +144,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     }
 
     codegen::CodegenOptions codegenOptions{target, maxSequence};
+    codegenOptions.subgroupOps = options.subgroupOps;
     std::ostringstream glsl;
     if (options.emit == "glsl") codegenOptions.glsl = &glsl;
     plan::Plan plan = codegen::buildPlan(*module, codegenOptions);
@@ -169,6 +170,21 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
       summary->arenaBytes = plan.arenaBytes;
       summary->kvCacheBytes = plan.kvCache.bytes;
       summary->planBytes = bytes.size();
+      for (const plan::Dispatch &d : plan.decode) {
+        const std::string &kernel = plan.kernels[d.kernel].name;
+        bool lookup = kernel.rfind("embedding.", 0) == 0 || kernel.rfind("position_embedding.", 0) == 0;
+        bool attention = kernel.rfind("attention", 0) == 0;
+        for (const plan::Binding &b : d.bindings) {
+          if (b.kind == plan::BufferKind::Weight) {
+            const plan::Weight &w = plan.weights[b.weight];
+            summary->decodeWeightBytes += lookup ? w.bytes() / static_cast<uint64_t>(w.shape[0]) : w.bytes();
+          } else if (b.kind == plan::BufferKind::Arena) {
+            summary->decodeActivationBytes += b.size / plan.limits.prefillChunk;
+          } else if (b.kind == plan::BufferKind::KVCache && attention) {
+            summary->decodeKVBytesPerPosition += b.size / plan.limits.maxSequence;
+          }
+        }
+      }
     }
     return kExitOk;
   } catch (const FrontendError &e) {

@@ -18,6 +18,7 @@ struct CompileOptions {
   std::string archSpecDir;         // extra specs, searched before the built-in ones
   int64_t maxSequence = 0;         // 0: min(max_position_embeddings, 2048)
   int64_t prefillChunk = 0;        // 0: min(maxSequence, 256)
+  bool subgroupOps = true;         // false: kernels reduce through shared memory only (--no-subgroup-ops)
 };
 
 struct CompileSummary {
@@ -28,6 +29,11 @@ struct CompileSummary {
   uint64_t arenaBytes = 0;
   uint64_t kvCacheBytes = 0;
   uint64_t planBytes = 0;
+  // What one decode token moves, from the decode schedule: weight bytes read (an embedding lookup reads one
+  // row), activation bytes read and written, and KV-cache bytes attention reads per position of context.
+  uint64_t decodeWeightBytes = 0;
+  uint64_t decodeActivationBytes = 0;
+  uint64_t decodeKVBytesPerPosition = 0;
 };
 
 // Exit codes that mean something to scripts.

@@ -266,6 +266,11 @@ LogicalResult DispatchOp::verify() {
   if (auto decode = getDecodeGrid(); decode && (decode->getNumDims() != 0 || decode->getNumSymbols() != 1 ||
                                                 decode->getNumResults() != 3))
     return emitOpError() << "decode_grid must be ()[T] -> (x, y, z)";
+  if (auto wg = getDecodeWorkgroup();
+      wg && (wg->size() != 3 || llvm::any_of(*wg, [](int64_t s) { return s <= 0; })))
+    return emitOpError() << "decode_workgroup must have three positive sizes";
+  if (getDecodeWorkgroup().has_value() != getDecodeGrid().has_value())
+    return emitOpError() << "decode_grid and decode_workgroup go together";
   if (auto offsets = getArenaOffsets(); offsets && offsets->size() != getNumResults())
     return emitOpError() << "needs one arena offset per result";
   return success();

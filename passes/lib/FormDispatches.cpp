@@ -39,7 +39,10 @@ struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDis
     OpBuilder builder(op);
     auto dispatch = builder.create<DispatchOp>(op->getLoc(), op->getResultTypes(), op->getOperands(),
                                                kernel->kernel, kernel->grid, kernel->workgroup);
-    if (kernel->decodeGrid) dispatch.setDecodeGridAttr(AffineMapAttr::get(*kernel->decodeGrid));
+    if (kernel->decodeGrid) {
+      dispatch.setDecodeGridAttr(AffineMapAttr::get(*kernel->decodeGrid));
+      dispatch.setDecodeWorkgroup(kernel->decodeWorkgroup);
+    }
     Block &body = dispatch.getBody().front();
     IRMapping mapping;
     mapping.map(op->getOperands(), body.getArguments());

@@ -11,11 +11,19 @@ using namespace mlir::gerbil;
 
 namespace {
 
-int64_t rowWidth(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1); }
+int64_t rowWidth(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
+}
 
 // Whether a matmul's weight is f16 or bf16 on the device (the layout pass has set its device dtype).
 bool hasHalfWeights(Operation *mm) {
-  auto ref = mm->getOperand(1).getDefiningOp<WeightRefOp>();
+  Value weightValue = mm->getOperand(1);
+  // Inside a dispatch (an op of a grouped projection that prefill runs on its own) the weight is a block
+  // argument of the dispatch body: look at the dispatch's operand.
+  if (auto arg = llvm::dyn_cast<BlockArgument>(weightValue))
+    if (auto dispatch = llvm::dyn_cast<DispatchOp>(arg.getOwner()->getParentOp()))
+      weightValue = dispatch.getOperand(arg.getArgNumber());
+  auto ref = weightValue.getDefiningOp<WeightRefOp>();
   if (!ref) return false;
   auto weight = SymbolTable::lookupNearestSymbolFrom<WeightOp>(mm, ref.getNameAttr());
   if (!weight) return false;
@@ -31,8 +39,61 @@ KernelChoice choice(MLIRContext *ctx, StringRef kernel, int64_t wg, AffineExpr x
 
 } // namespace
 
+GemvShape mlir::gerbil::gemvShape(int64_t, int64_t n, bool pairedRows) {
+  // n: outputs. 4 pairs per workgroup for large projections, 2 else; 32 invocations (a subgroup on NVIDIA)
+  // per pair, so that no subgroup idles there.
+  GemvShape shape;
+  shape.pairedRows = pairedRows;
+  shape.rows = n >= 8192 ? 8 : 4;
+  shape.workgroup = 16 * shape.rows;
+  return shape;
+}
+
+namespace {
+KernelChoice decodeOnly(MLIRContext *ctx, StringRef kernel, int64_t workgroup, int64_t groups) {
+  AffineExpr one = getAffineConstantExpr(1, ctx);
+  AffineMap grid = AffineMap::get(0, 1, {getAffineConstantExpr(groups, ctx), one, one}, ctx);
+  // Prefill runs the group's ops one by one with their own choices; `grid` is the decode grid too.
+  return {kernel.str(), {workgroup, 1, 1}, grid, grid, {workgroup, 1, 1}};
+}
+int64_t ceilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+} // namespace
+
+DecodeAttentionShape mlir::gerbil::decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim) {
+  DecodeAttentionShape shape{};
+  shape.workgroup = headDim <= 64 ? 64 : 128;
+  int64_t group = heads / kvHeads;
+  shape.queryHeads = 1;
+  for (int64_t q = std::min<int64_t>(group, 8); q >= 1; --q)
+    if (group % q == 0) {
+      shape.queryHeads = q;
+      break;
+    }
+  shape.headGroups = group / shape.queryHeads;
+  shape.splits = std::clamp<int64_t>(256 / (kvHeads * shape.headGroups), 1, 128);
+  shape.minChunk = 32;
+  return shape;
+}
+
+GemvShape mlir::gerbil::qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv) {
+  return gemvShape(k, nq + nk + nv, false);
+}
+
+KernelChoice mlir::gerbil::qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv) {
+  GemvShape shape = qkvShape(k, nq, nk, nv);
+  int64_t groups = ceilDiv(nq, shape.rows) + ceilDiv(nk, shape.rows) + ceilDiv(nv, shape.rows);
+  return decodeOnly(ctx, kQKVKernel, shape.workgroup, groups);
+}
+
+KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) {
+  GemvShape shape = gemvShape(k, n, true);
+  return decodeOnly(ctx, kGateUpKernel, shape.workgroup, ceilDiv(n, shape.outputs()));
+}
+
 bool mlir::gerbil::usesCoopMatMul(const TargetProfile &profile, int64_t k) {
-  return profile.cooperativeMatrix && k % kGemvLoad == 0;
+  return profile.cooperativeMatrix && k % kCoopMatMulLoad == 0;
 }
 
 std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const TargetProfile &profile) {
@@ -60,8 +121,9 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
           c = choice(ctx, family + "_coop", tiling.workgroup(), constant(ceilDiv(n, tiling.tileN)),
                      tokens.ceilDiv(tiling.tileT));
         }
-        if (k % kGemvLoad == 0)
-          c.decodeGrid = AffineMap::get(0, 1, {constant(ceilDiv(n, kGemvRows)), constant(1), constant(1)}, ctx);
+        GemvShape gemv = gemvShape(k, n, false);
+        c.decodeGrid = AffineMap::get(0, 1, {constant(ceilDiv(n, gemv.rows)), constant(1), constant(1)}, ctx);
+        c.decodeWorkgroup = {gemv.workgroup, 1, 1};
         return c;
       })
       .Case<AddOp, MulOp, SiLUOp, GELUOp>([&](Operation *e) {
@@ -75,7 +137,11 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
       .Case<AttentionOp>([&](AttentionOp attn) {
         KernelChoice c = choice(ctx, "attention", kAttentionWorkgroup, constant(attn.getNumHeads()),
                                 tokens.ceilDiv(kAttentionQueryTile));
-        c.decodeGrid = AffineMap::get(0, 1, {constant(attn.getNumHeads()), constant(1), constant(1)}, ctx);
+        DecodeAttentionShape d =
+            decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim());
+        c.decodeGrid = AffineMap::get(
+            0, 1, {constant(attn.getNumKvHeads() * d.headGroups), constant(d.splits), constant(1)}, ctx);
+        c.decodeWorkgroup = {d.workgroup, 1, 1};
         return c;
       })
       .Default([](Operation *) { return std::nullopt; });

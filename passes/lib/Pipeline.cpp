@@ -7,6 +7,9 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
   if (options.fuse) {
     pm.addNestedPass<func::FuncOp>(createGerbilFuseNormPrologue());
     pm.addNestedPass<func::FuncOp>(createGerbilFuseResidual());
+    pm.addNestedPass<func::FuncOp>(createGerbilGroupQKV());
+    pm.addNestedPass<func::FuncOp>(createGerbilFuseRopeKVWrite());
+    pm.addNestedPass<func::FuncOp>(createGerbilGroupGateUp());
   }
   pm.addNestedPass<func::FuncOp>(createGerbilFormDispatches(GerbilFormDispatchesOptions{options.target}));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));

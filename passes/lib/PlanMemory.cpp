@@ -110,6 +110,17 @@ struct PlanMemoryPass : mlir::gerbil::impl::GerbilPlanMemoryBase<PlanMemoryPass>
         if (lastUse[result] < dispatches.size()) releases.emplace(lastUse[result], std::make_pair(offset, *bytes));
       }
       d.setArenaOffsetsAttr(DenseI64ArrayAttr::get(&getContext(), resultOffsets));
+      // A fusion group runs op by op in prefill: the values its body passes between them live during this
+      // step only, beside its operands and results.
+      SmallVector<int64_t> internalOffsets;
+      for (Value value : internalValues(d)) {
+        FailureOr<int64_t> bytes = valueBytes(d, value);
+        if (failed(bytes)) return signalPassFailure();
+        internalOffsets.push_back(arena.allocate(*bytes));
+        releases.emplace(step, std::make_pair(internalOffsets.back(), *bytes));
+      }
+      if (!internalOffsets.empty())
+        d.setInternalOffsetsAttr(DenseI64ArrayAttr::get(&getContext(), internalOffsets));
       auto [begin, end] = releases.equal_range(step);
       for (auto it = begin; it != end; ++it) arena.release(it->second.first, it->second.second);
       releases.erase(begin, end);
@@ -117,6 +128,16 @@ struct PlanMemoryPass : mlir::gerbil::impl::GerbilPlanMemoryBase<PlanMemoryPass>
     Builder b(&getContext());
     func->setAttr("gerbil.arena_bytes", b.getI64IntegerAttr(std::max<int64_t>(arena.size(), alignment)));
     func->setAttr("gerbil.max_tokens", b.getI64IntegerAttr(maxTokens));
+  }
+
+  // Results of the body's ops that the yield does not return, in body order.
+  static SmallVector<Value> internalValues(DispatchOp d) {
+    SmallVector<Value> values;
+    Block &body = d.getBody().front();
+    for (Operation &op : body.without_terminator())
+      for (Value r : op.getResults())
+        if (!llvm::is_contained(body.getTerminator()->getOperands(), r)) values.push_back(r);
+    return values;
   }
 
   FailureOr<int64_t> valueBytes(DispatchOp d, Value v) {

@@ -30,6 +30,13 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
     throw RuntimeError("the plan's kernels need " + std::to_string(r.maxSharedMemoryBytes) +
                        " bytes of shared memory; " + device.name + " has " +
                        std::to_string(device.maxSharedMemoryBytes));
+  if (r.subgroupArithmetic && !device.subgroupArithmetic)
+    throw RuntimeError("the plan's kernels use subgroup arithmetic in compute shaders, which " + device.name +
+                       " lacks; compile with gerbilc --no-subgroup-ops");
+  if (r.subgroupArithmetic && device.minSubgroupSize < r.minSubgroupSize)
+    throw RuntimeError("the plan's kernels need subgroups of at least " + std::to_string(r.minSubgroupSize) +
+                       " invocations; " + device.name + " may use " + std::to_string(device.minSubgroupSize) +
+                       "; compile with gerbilc --no-subgroup-ops");
   for (const plan::Dispatch &d : plan.prefill)
     for (int i = 0; i < 3; ++i)
       if (d.grid[i].evaluate(plan.limits.prefillChunk) > device.maxWorkgroupCount[i])
@@ -38,7 +45,8 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
 }
 
 uint64_t deviceBytesNeeded(const plan::Plan &plan) {
-  uint64_t bytes = plan.arenaBytes + plan.kvCache.bytes + plan.inputBytes + plan.stateBytes;
+  uint64_t bytes =
+      plan.arenaBytes + plan.kvCache.bytes + plan.inputBytes + plan.stateBytes + plan.scratchBytes;
   for (const plan::Weight &w : plan.weights) bytes += w.bytes();
   return bytes;
 }
@@ -53,6 +61,8 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
   input_ = context.createBuffer(plan.inputBytes, "token ids", true);
   state_ = context.createBuffer(std::max<uint64_t>(plan.stateBytes, 16), "step state", true);
   context.fill(kvCache_, 0);
+  scratch_ = context.createBuffer(std::max<uint64_t>(plan.scratchBytes, 16), "scratch");
+  context.fill(scratch_, 0);
   for (const plan::Kernel &k : plan.kernels)
     pipelines_.push_back(context.createPipeline(k.spirv, k.numBindings, plan::kPushConstantBytes, k.name));
   prefill_ = prepare(plan.prefill);
@@ -70,6 +80,8 @@ vk::BufferRange Executor::range(const plan::Binding &b) const {
   case plan::BufferKind::KVCache: return {kvCache_.handle(), b.offset, b.size};
   case plan::BufferKind::Input: return {input_.handle(), b.offset, b.size};
   case plan::BufferKind::State: return {state_.handle(), b.offset, b.size};
+  case plan::BufferKind::Scratch:
+    return {scratch_.handle(), b.offset, b.size};
   }
   throw RuntimeError("unknown buffer kind in the plan");
 }

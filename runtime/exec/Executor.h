@@ -73,7 +73,7 @@ private:
   vk::Context &context_;
   const plan::Plan &plan_;
   LoadedWeights weights_;
-  vk::Buffer arena_, kvCache_, input_, state_;
+  vk::Buffer arena_, kvCache_, input_, state_, scratch_;
   std::vector<vk::Pipeline> pipelines_;
   std::vector<PreparedDispatch> prefill_, decode_;
   std::map<uint32_t, VkCommandBuffer> recordedDecode_;  // steps per submit -> command buffer

@@ -59,8 +59,8 @@ std::string lower(std::string s) {
 }
 
 std::optional<BufferKind> parseBufferKind(const std::string &s) {
-  for (BufferKind k :
-       {BufferKind::Weight, BufferKind::Arena, BufferKind::KVCache, BufferKind::Input, BufferKind::State})
+  for (BufferKind k : {BufferKind::Weight, BufferKind::Arena, BufferKind::KVCache, BufferKind::Input,
+                       BufferKind::State, BufferKind::Scratch})
     if (s == toString(k)) return k;
   return std::nullopt;
 }
@@ -98,7 +98,9 @@ json manifestToJson(const Plan &plan) {
                        {"maxSharedMemoryBytes", plan.requires_.maxSharedMemoryBytes},
                        {"vulkanMemoryModel", plan.requires_.vulkanMemoryModel},
                        {"subgroupSize", plan.requires_.subgroupSize},
-                       {"deviceExtensions", plan.requires_.deviceExtensions}};
+                       {"deviceExtensions", plan.requires_.deviceExtensions},
+                       {"subgroupArithmetic", plan.requires_.subgroupArithmetic},
+                       {"minSubgroupSize", plan.requires_.minSubgroupSize}};
   m["target"] = plan.target;
   m["compilerVersion"] = plan.compilerVersion;
 
@@ -123,6 +125,7 @@ json manifestToJson(const Plan &plan) {
   m["inputIds"] = bindingToJson(plan.inputIds);
   m["logits"] = bindingToJson(plan.logits);
   m["stateBytes"] = plan.stateBytes;
+  m["scratchBytes"] = plan.scratchBytes;
   m["gpuArgmax"] = plan.gpuArgmax;
 
   // The SPIR-V itself goes to the blob; the manifest says where each kernel's words are.
@@ -290,6 +293,8 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.requires_.vulkanMemoryModel = req["vulkanMemoryModel"].boolean();
   plan.requires_.subgroupSize = req["subgroupSize"].u32();
   plan.requires_.deviceExtensions = req["deviceExtensions"].list([](const Reader &e) { return e.string(); });
+  plan.requires_.subgroupArithmetic = req["subgroupArithmetic"].boolean();
+  plan.requires_.minSubgroupSize = req["minSubgroupSize"].u32();
 
   plan.target = root["target"].string();
   plan.compilerVersion = root["compilerVersion"].string();
@@ -323,6 +328,7 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.inputIds = readBinding(root["inputIds"]);
   plan.logits = readBinding(root["logits"]);
   plan.stateBytes = root["stateBytes"].u64();
+  plan.scratchBytes = root["scratchBytes"].u64();
   plan.gpuArgmax = root["gpuArgmax"].boolean();
 
   // Kernels share no words (serialize lays them out one after another): otherwise a small file could make the
@@ -391,6 +397,10 @@ void validateBinding(const Plan &plan, const Binding &b, const std::string &wher
   case BufferKind::State:
     limit = plan.stateBytes;
     buffer = "state buffer";
+    break;
+  case BufferKind::Scratch:
+    limit = plan.scratchBytes;
+    buffer = "scratch buffer";
     break;
   default:
     throw PlanError(where + " has an unknown buffer kind " + std::to_string(int(b.kind)));
@@ -530,6 +540,8 @@ const char *toString(BufferKind k) {
     return "input";
   case BufferKind::State:
     return "state";
+  case BufferKind::Scratch:
+    return "scratch";
   }
   return "unknown";
 }

@@ -50,7 +50,9 @@ struct Weight {
 // State: the step state every kernel reads, { uint position; uint generated; uint tokens[maxSequence]; }:
 // the position of the step's first token, and the tokens the GPU argmax has chosen so far, so that decode
 // steps can follow each other on the GPU without the host.
-enum class BufferKind : uint8_t { Weight, Arena, KVCache, Input, State };
+// Scratch: zeroed once when the plan is loaded; kernels keep cross-workgroup partial results there (split
+// attention's partial softmax sums and the counters that find the last workgroup, which returns them to 0).
+enum class BufferKind : uint8_t { Weight, Arena, KVCache, Input, State, Scratch };
 const char *toString(BufferKind k);
 
 // One descriptor binding of a dispatch. Weight: the weight with this index, whole. The others: a byte range
@@ -125,6 +127,10 @@ struct Requirements {
   bool vulkanMemoryModel = false;            // SPIR-V with the Vulkan memory model (cooperative matrices)
   uint32_t subgroupSize = 0;                 // the kernels assume exactly this subgroup size; 0: any
   std::vector<std::string> deviceExtensions; // Vulkan device extensions the kernels use (enabled at startup)
+  // Kernels reduce with subgroupAdd/subgroupMax in compute shaders (GL_KHR_shader_subgroup_arithmetic), and
+  // size their shared arrays of per-subgroup partial results for subgroups of at least minSubgroupSize.
+  bool subgroupArithmetic = false;
+  uint32_t minSubgroupSize = 0;
 };
 
 struct Plan {
@@ -140,6 +146,7 @@ struct Plan {
   Binding inputIds;            // where the kernels read the token ids
   Binding logits;              // F32 [T, vocab] after a step
   uint64_t stateBytes = 0;     // the State buffer: (2 + maxSequence) uint32
+  uint64_t scratchBytes = 0;   // the Scratch buffer (0: none)
   // The last dispatch of each schedule is a GPU argmax of the last logits row: it writes the chosen token
   // into input_ids[0], appends it to the state's tokens and advances the position by T.
   bool gpuArgmax = false;

@@ -343,20 +343,25 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   if (base.apiVersion < VK_API_VERSION_1_1) return info;
   VkPhysicalDeviceDriverProperties driver{};
   driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
-  VkPhysicalDeviceSubgroupSizeControlProperties sizeControl{};
-  sizeControl.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  VkPhysicalDeviceVulkan13Properties properties13{};
+  properties13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES;
   VkPhysicalDeviceProperties2 properties{};
   properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   properties.pNext = &subgroup;
   bool isVulkan12 = base.apiVersion >= VK_API_VERSION_1_2;
   if (isVulkan12) subgroup.pNext = &driver;
-  if (base.apiVersion >= VK_API_VERSION_1_3) driver.pNext = &sizeControl;
+  if (base.apiVersion >= VK_API_VERSION_1_3) driver.pNext = &properties13;
   vkGetPhysicalDeviceProperties2(device, &properties);
   info.subgroupSize = subgroup.subgroupSize;
-  info.minSubgroupSize = sizeControl.minSubgroupSize;
-  info.maxSubgroupSize = sizeControl.maxSubgroupSize;
+  info.minSubgroupSize = info.maxSubgroupSize = subgroup.subgroupSize;
+  if (base.apiVersion >= VK_API_VERSION_1_3 && properties13.minSubgroupSize > 0) {
+    info.minSubgroupSize = std::min(subgroup.subgroupSize, properties13.minSubgroupSize);
+    info.maxSubgroupSize = std::max(subgroup.subgroupSize, properties13.maxSubgroupSize);
+  }
+  info.subgroupArithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   if (!isVulkan12) return info;
   info.driver = driver.driverName;
 
@@ -884,10 +889,12 @@ Buffer Context::createBuffer(uint64_t bytes, const std::string &what, bool hostV
   constexpr VkMemoryPropertyFlags kHostVisible =
       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   if (hostVisible && !s.forceStaging) {
-    for (VkMemoryPropertyFlags extra : {VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT), VkMemoryPropertyFlags(0)})
+    for (VkMemoryPropertyFlags extra :
+         {VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT), VkMemoryPropertyFlags(0)})
       for (uint32_t i = 0; i < s.memory.memoryTypeCount; ++i) {
         VkMemoryPropertyFlags flags = s.memory.memoryTypes[i].propertyFlags;
-        if ((requirements.memoryTypeBits & (1u << i)) && (flags & (kHostVisible | extra)) == (kHostVisible | extra) &&
+        if ((requirements.memoryTypeBits & (1u << i)) &&
+            (flags & (kHostVisible | extra)) == (kHostVisible | extra) &&
             std::find(candidates.begin(), candidates.end(), i) == candidates.end())
           candidates.push_back(i);
       }
@@ -1303,8 +1310,6 @@ std::vector<uint64_t> Context::readTimestamps(uint32_t count) {
   }
   return nanoseconds;
 }
-
-
 
 // ---------------------------------------------------------------------------------------------------------
 // Reusable command buffers

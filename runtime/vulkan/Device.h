@@ -39,6 +39,10 @@ struct DeviceInfo {
   uint32_t apiVersion = 0;
   uint64_t deviceLocalBytes = 0;
   uint32_t subgroupSize = 0;
+  // The smallest subgroup a compute pipeline may get (Vulkan 1.3 subgroup size control; else subgroupSize).
+  uint32_t minSubgroupSize = 0;
+  // Compute shaders may use the subgroup arithmetic operations (subgroupAdd, subgroupMax, ...).
+  bool subgroupArithmetic = false;
   bool shaderFloat16 = false;
   bool storageBuffer16BitAccess = false;
   bool vulkanMemoryModel = false; // what glslang's cooperative-matrix SPIR-V declares
@@ -47,8 +51,8 @@ struct DeviceInfo {
   // ("16x16x16 f16*f16+f32->f32"), subgroup scope only.
   std::vector<std::string> cooperativeMatrixNVShapes;
   std::vector<std::string> cooperativeMatrixKHRShapes; // the same for VK_KHR_cooperative_matrix
-  uint32_t minSubgroupSize = 0, maxSubgroupSize = 0; // VK_EXT_subgroup_size_control (Vulkan 1.3)
-  std::vector<std::string> extensions;               // every device extension, sorted
+  uint32_t maxSubgroupSize = 0;        // the largest (Vulkan 1.3 subgroup size control; else subgroupSize)
+  std::vector<std::string> extensions; // every device extension, sorted
   bool hasExtension(const std::string &name) const;
   uint64_t maxStorageBufferRange = 0;
   uint32_t maxSharedMemoryBytes = 0;

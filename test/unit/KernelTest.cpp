@@ -184,19 +184,6 @@ TEST_F(MatMulKernelTest, TiledNormPrologueAndResidualEpilogue) {
     }
 }
 
-TEST_F(MatMulKernelTest, GemvMatchesTheReference) {
-  for (plan::DType dtype : {plan::DType::F32, plan::DType::F16, plan::DType::BF16})
-    for (int variant = 0; variant < 4; ++variant) {
-      MatMulSpec spec;
-      spec.variant = MatMulVariant::Gemv;
-      spec.weight = dtype;
-      spec.norm = variant & 1;
-      spec.residual = variant & 2;
-      spec.eps = 1e-6;
-      check(spec, {1, 130, 176});
-    }
-}
-
 TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
   const Shape shapes[] = {{1, 64, 64},    {7, 100, 72},    {64, 64, 64},
                           {65, 130, 160}, {130, 200, 256}, {512, 192, 512}};

@@ -48,7 +48,7 @@ Plan makePlan() {
   plan.model.configPath = "/models/llama-tiny";
   plan.model.ignoredSourceKeys = {"*.rotary_emb.inv_freq", "model.layers.*.attn.bias"};
   plan.limits = {256, 32};
-  plan.requires_ = {true, true, uint64_t(1) << 31, 16384, true, 32, {"VK_NV_cooperative_matrix"}};
+  plan.requires_ = {true, true, uint64_t(1) << 31, 16384, true, 32, {"VK_NV_cooperative_matrix"}, true, 8};
   plan.target = "rdna3";
   plan.compilerVersion = "gerbilc 0.1.0-test";
 
@@ -95,6 +95,8 @@ Plan makePlan() {
   Dispatch decodeMatmul = matmul;
   decodeMatmul.label = "decode.layers.0.q_proj";
   decodeMatmul.grid[0] = GridDim{0, 4, 1};
+  decodeMatmul.bindings[2] = Binding{BufferKind::Scratch, 0, 256, 768};
+  plan.scratchBytes = 1024;
   plan.prefill = {embedDispatch, matmul};
   plan.decode = {decodeMatmul};
   return plan;
@@ -143,6 +145,8 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.requires_.vulkanMemoryModel, b.requires_.vulkanMemoryModel);
   EXPECT_EQ(a.requires_.subgroupSize, b.requires_.subgroupSize);
   EXPECT_EQ(a.requires_.deviceExtensions, b.requires_.deviceExtensions);
+  EXPECT_EQ(a.requires_.subgroupArithmetic, b.requires_.subgroupArithmetic);
+  EXPECT_EQ(a.requires_.minSubgroupSize, b.requires_.minSubgroupSize);
   EXPECT_EQ(a.target, b.target);
   EXPECT_EQ(a.compilerVersion, b.compilerVersion);
   ASSERT_EQ(a.weights.size(), b.weights.size());
@@ -166,6 +170,7 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.kvCache.bytes, b.kvCache.bytes);
   EXPECT_EQ(a.arenaBytes, b.arenaBytes);
   EXPECT_EQ(a.inputBytes, b.inputBytes);
+  EXPECT_EQ(a.scratchBytes, b.scratchBytes);
   expectBindingEqual(a.inputIds, b.inputIds, "inputIds");
   expectBindingEqual(a.logits, b.logits, "logits");
   ASSERT_EQ(a.kernels.size(), b.kernels.size());
@@ -498,8 +503,12 @@ TEST(Plan, ValidateRejectsRangesOutsideTheirBuffer) {
   message = validateError(
       [](Plan &p) { p.prefill[1].bindings[3] = arena(std::numeric_limits<uint64_t>::max() - 2, 8); });
   EXPECT_NE(message.find("outside the"), std::string::npos) << message;
-  message = validateError([](Plan &p) { p.decode[0].bindings[2].size = p.kvCache.bytes; });
+  message = validateError([](Plan &p) { p.prefill[1].bindings[2].size = p.kvCache.bytes; });
   EXPECT_NE(message.find("KV cache range"), std::string::npos) << message;
+  message = validateError([](Plan &p) { p.decode[0].bindings[2].size = p.scratchBytes; });
+  EXPECT_NE(message.find("decode dispatch 0 'decode.layers.0.q_proj': binding 2: scratch buffer range"),
+            std::string::npos)
+      << message;
   message = validateError([](Plan &p) { p.inputIds.size = p.inputBytes + 4; });
   EXPECT_NE(message.find("inputIds: input buffer range"), std::string::npos) << message;
   message = validateError([](Plan &p) { p.logits = arena(0, p.arenaBytes + 1); });
@@ -583,6 +592,7 @@ TEST(Plan, EnumStrings) {
   EXPECT_EQ(byteSize(DType::BF16), 2u);
   EXPECT_EQ(byteSize(DType::I32), 4u);
   EXPECT_STREQ(toString(BufferKind::KVCache), "kv_cache");
+  EXPECT_STREQ(toString(BufferKind::Scratch), "scratch");
 }
 
 TEST(Plan, FileRoundTrip) {

@@ -29,6 +29,10 @@ int main(int argc, char **argv) {
       "Kernel target profile: generic (every Vulkan device), nvidia (tensor cores through "
       "VK_NV_cooperative_matrix, subgroup size 32; nvidia:TxNxK:WTxWN sets its matmul tiling) or auto (the "
       "profile of the local GPU)");
+  bool noSubgroupOps = false;
+  app.add_flag(
+      "--no-subgroup-ops", noSubgroupOps,
+      "Reduce through shared memory only, for devices without subgroup arithmetic in compute shaders");
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");
@@ -38,6 +42,7 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     return app.exit(e) == 0 ? 0 : gerbil::kExitUsage;
   }
+  options.subgroupOps = !noSubgroupOps;
   if (list) return gerbil::listArchitectures(options.archSpecDir, std::cout, std::cerr);
   if (options.configPath.empty()) {
     std::cerr << "gerbilc: error: no config.json given (see --help)\n";
@@ -53,8 +58,12 @@ int main(int argc, char **argv) {
     auto mib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
     std::printf("architecture       %s\n", summary.architecture.c_str());
     std::printf("dispatches/token   %lld\n", static_cast<long long>(summary.dispatchesPerStep));
+    std::printf("bytes/token        %.1f MiB of weights, %.1f KiB of activations, %.1f KiB of KV cache per "
+                "position of context\n",
+                mib(summary.decodeWeightBytes), static_cast<double>(summary.decodeActivationBytes) / 1024.0,
+                static_cast<double>(summary.decodeKVBytesPerPosition) / 1024.0);
     std::printf("distinct kernels   %lld\n", static_cast<long long>(summary.kernels));
-    std::printf("weights            %.1f MiB (read once per decode token)\n", mib(summary.weightBytes));
+    std::printf("weights            %.1f MiB on the device\n", mib(summary.weightBytes));
     std::printf("activation arena   %.1f MiB\n", mib(summary.arenaBytes));
     std::printf("kv cache           %.1f MiB\n", mib(summary.kvCacheBytes));
     std::printf("plan file          %.1f MiB\n", mib(summary.planBytes));

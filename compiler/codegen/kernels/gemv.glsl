@@ -1,8 +1,53 @@
-// The one-token form of matmul that decode steps run: result[n] = x · w[n]. Reading the weights is the
-// whole cost, so every load takes 16 bytes (8 f16/bf16 or 4 f32 weights) and consecutive invocations read
-// consecutive bytes of a row. Each workgroup computes ROWS rows and reduces in shared memory.
-// Grid (ceil(N / ROWS), 1, 1). NORM_PROLOGUE and RESIDUAL as in matmul.glsl.
-shared float partial_[ROWS][WORKGROUP];
+// The one-token matmul that decode steps run: gerbil.linear, and the grouped projections (q/k/v, gate/up)
+// with their epilogues. Reading the weights is the whole cost, so (the design measured to stream ~3.4 TB/s
+// of f16 weights on an H200):
+//  - one team of invocations per pair of rows: a subgroup (SUBGROUP_OPS; else 32 invocations reducing
+//    through shared memory); its lanes stride over K with 16-byte loads (8 f16/bf16 or 4 f32 weights;
+//    VEC_LOADS), two steps at a time, so each lane has four weight loads in flight;
+//  - the input row is read from global memory by every team (it stays in L1/L2); an RMSNorm prologue
+//    multiplies it by the norm weight as it goes and sums its squares in the same loop (1/rms multiplies
+//    the dot products at the end);
+//  - one subgroupAdd at the end; no shared memory and no barriers; a workgroup has ROWS / 2 pairs, taken
+//    by its teams in turn, and many workgroups stay resident per multiprocessor.
+// Modes, by what the two rows of a pair are and where their sums go (grid (WORKGROUPS, 1, 1)):
+//   MODE_SINGLE   rows 2p, 2p + 1 of w; result[row] (+ residual[row] with RESIDUAL).
+//   MODE_GATE_UP  row p of w_gate and of w_up; result[p] = act(gate + bias_gate) * (up + bias_up).
+//   MODE_QKV      workgroups [0, GROUPS_Q) take rows of w_q, the next GROUPS_K of w_k, the last GROUPS_V of
+//                 w_v; sums (+ bias) go to result_q, result_k, result_v, or with ROPE rotated (q, k) and with
+//                 KV_WRITE into the KV cache (k, v) at the step's position. In rotated parts a pair is two
+//                 rows that rotate together (d, d + ROTARY_DIM / 2), so the rotation needs nothing else.
+const uint PAIRS = ROWS / 2u;  // per workgroup
+
+#if SUBGROUP_OPS
+#define TEAM_SIZE gl_SubgroupSize
+#define TEAMS gl_NumSubgroups
+#define TEAM gl_SubgroupID
+#define LANE gl_SubgroupInvocationID
+#else
+#define TEAM_SIZE 32u
+#define TEAMS (WORKGROUP / 32u)
+#define TEAM (gl_LocalInvocationID.x / 32u)
+#define LANE (gl_LocalInvocationID.x % 32u)
+shared vec3 teamPartials_[WORKGROUP];
+#endif
+
+// The sums of the team's lanes (every invocation of the workgroup calls it).
+vec3 teamSum(vec3 v) {
+#if SUBGROUP_OPS
+  return subgroupAdd(v);
+#else
+  uint tid = gl_LocalInvocationID.x;
+  teamPartials_[tid] = v;
+  barrier();
+  for (uint s = 16u; s > 0u; s >>= 1) {
+    if (LANE < s) teamPartials_[tid] += teamPartials_[tid + s];
+    barrier();
+  }
+  vec3 total = teamPartials_[TEAM * 32u];
+  barrier();
+  return total;
+#endif
+}
 
 #if W_PACKED16
 const uint PER_LOAD = 8u;
@@ -21,49 +66,231 @@ float dot8(uvec4 w, vec4 xa, vec4 xb) {
 #else
 const uint PER_LOAD = 4u;
 #endif
+const uint ROW_LOADS = K / PER_LOAD;
+
+// One 16-byte step k of the two rows' dot products (rows rowA of WA and rowB of WB), with the norm
+// prologue's weight and sum of squares (NORM_IN) on the step's inputs.
+#if W_PACKED16
+#if NORM_PROLOGUE
+#define NORM_IN(xa, xb, k)                    \
+  sums.z += dot(xa, xa) + dot(xb, xb);        \
+  xa *= g_v4[2u * (k)];                       \
+  xb *= g_v4[2u * (k) + 1u];
+#else
+#define NORM_IN(xa, xb, k)
+#endif
+#define STEP(WA, WB, k)                                                   \
+  {                                                                       \
+    vec4 xa = x_v4[2u * (k)], xb = x_v4[2u * (k) + 1u];                   \
+    NORM_IN(xa, xb, k)                                                    \
+    sums.x += dot8(WA[rowA * ROW_LOADS + (k)], xa, xb);                   \
+    sums.y += dot8(WB[rowB * ROW_LOADS + (k)], xa, xb);                   \
+  }
+#else
+#if NORM_PROLOGUE
+#define NORM_IN(xa, k)                        \
+  sums.z += dot(xa, xa);                      \
+  xa *= g_v4[k];
+#else
+#define NORM_IN(xa, k)
+#endif
+#define STEP(WA, WB, k)                                                   \
+  {                                                                       \
+    vec4 xa = x_v4[k];                                                    \
+    NORM_IN(xa, k)                                                        \
+    sums.x += dot(WA[rowA * ROW_LOADS + (k)], xa);                        \
+    sums.y += dot(WB[rowB * ROW_LOADS + (k)], xa);                        \
+  }
+#endif
+
+#if VEC_LOADS
+#define ACCUMULATE(WA, WB)                                                \
+  {                                                                       \
+    uint k = LANE;                                                        \
+    for (; k + TEAM_SIZE < ROW_LOADS; k += 2u * TEAM_SIZE) {              \
+      STEP(WA, WB, k)                                                     \
+      STEP(WA, WB, k + TEAM_SIZE)                                         \
+    }                                                                     \
+    if (k < ROW_LOADS) STEP(WA, WB, k)                                    \
+  }
+#else
+// Rows that are not 16-byte aligned: one weight at a time.
+#if NORM_PROLOGUE
+#define NORM_SCALAR(x, k) sums.z += x * x; x *= load_g(k);
+#else
+#define NORM_SCALAR(x, k)
+#endif
+#define ACCUMULATE(WA, WB)                                                \
+  for (uint k = LANE; k < K; k += TEAM_SIZE) {                            \
+    float x = load_x(k);                                                  \
+    NORM_SCALAR(x, k)                                                     \
+    sums.x += WA(rowA * K + k) * x;                                       \
+    sums.y += WB(rowB * K + k) * x;                                       \
+  }
+#endif
+
+#if MODE_GATE_UP
+float activation(float x) {
+#if ACT_SILU
+  return x / (1.0 + exp(-x));
+#elif GELU_TANH
+  // As elementwise.glsl: the argument is clamped, tanh saturates long before.
+  float inner = clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), -15.0, 15.0);
+  return 0.5 * x * (1.0 + tanh(inner));
+#else
+  // erf by Abramowitz and Stegun 7.1.26, as elementwise.glsl.
+  float z = abs(x) * 0.7071067811865476;
+  float k = 1.0 / (1.0 + 0.3275911 * z);
+  float poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))));
+  float erfz = 1.0 - poly * exp(-z * z);
+  return 0.5 * x * (1.0 + sign(x) * erfz);
+#endif
+}
+#endif
+
+#if MODE_QKV && ROPE
+const float INV_FREQ[ROTARY_DIM / 2u] = float[](INV_FREQ_VALUES);
+const uint PAIRS_PER_HEAD = HEAD_DIM / 2u;
+
+// Rows (first, second) of rotary pair p of a rotated part: the pairs (i, i + ROTARY_DIM / 2) of each head,
+// then its unrotated dims two by two.
+uvec2 pairRows(uint p) {
+  uint head = p / PAIRS_PER_HEAD, i = p % PAIRS_PER_HEAD;
+  uint a = i < ROTARY_DIM / 2u ? i : ROTARY_DIM + 2u * (i - ROTARY_DIM / 2u);
+  uint b = i < ROTARY_DIM / 2u ? i + ROTARY_DIM / 2u : a + 1u;
+  return uvec2(head * HEAD_DIM + a, head * HEAD_DIM + b);
+}
+
+// As rope.glsl: the angle in f32, reduced to [-pi, pi] in two steps.
+vec2 rotation(uint i) {
+  float angle = float(state_.position) * INV_FREQ[i];
+  float turns = floor(angle * 0.15915494309189535 + 0.5);
+  float reduced = (angle - turns * 6.28125) - turns * 0.0019353071795864769;
+  return vec2(cos(reduced), sin(reduced)) * ATTENTION_SCALING;
+}
+#endif
+
+#if MODE_QKV
+// Where row `row` of part `part` (0 q, 1 k, 2 v) goes.
+void storeRow(uint part, uint row, float v) {
+  if (part == 0u) store_result_q(row, v);
+#if KV_WRITE
+  else if (part == 1u) store_k_cache(((row / HEAD_DIM) * SEQ + state_.position) * HEAD_DIM + row % HEAD_DIM, v);
+  else store_v_cache(((row / HEAD_DIM) * SEQ + state_.position) * HEAD_DIM + row % HEAD_DIM, v);
+#else
+  else if (part == 1u) store_result_k(row, v);
+  else store_result_v(row, v);
+#endif
+}
+
+float biasOf(uint part, uint row) {
+  float b = 0.0;
+#if BIAS_Q
+  if (part == 0u) b = load_bias_q(row);
+#endif
+#if BIAS_K
+  if (part == 1u) b = load_bias_k(row);
+#endif
+#if BIAS_V
+  if (part == 2u) b = load_bias_v(row);
+#endif
+  return b;
+}
+#endif
 
 void main() {
-  uint tid = gl_LocalInvocationID.x;
-  uint row0 = gl_WorkGroupID.x * ROWS;
-  float acc[ROWS];
-  [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
+  uint group = gl_WorkGroupID.x;
+#if MODE_QKV
+  uint part = group < GROUPS_Q ? 0u : group < GROUPS_Q + GROUPS_K ? 1u : 2u;
+  uint local = group - (part == 0u ? 0u : part == 1u ? GROUPS_Q : GROUPS_Q + GROUPS_K);
+  uint partRows = part == 0u ? N_Q : part == 1u ? N_K : N_V;
+  bool rotated = ROPE != 0 && part < 2u;
+#endif
 
+  // Every team takes every TEAMS-th pair of the workgroup; the loop is uniform (the fallback's
+  // reductions have barriers).
+  for (uint base = 0u; base < PAIRS; base += TEAMS) {
+    uint pair = base + TEAM;
+    // The two rows of the pair; a row past the end is read as the last one and not stored.
+    uint rowA, rowB;
+    bool liveA, liveB;
+#if MODE_SINGLE
+    rowA = (group * PAIRS + pair) * 2u, rowB = rowA + 1u;
+    liveA = pair < PAIRS && rowA < N, liveB = pair < PAIRS && rowB < N;
+    rowA = min(rowA, N - 1u), rowB = min(rowB, N - 1u);
+#elif MODE_GATE_UP
+    rowA = group * PAIRS + pair;
+    liveA = pair < PAIRS && rowA < N, liveB = liveA;
+    rowA = min(rowA, N - 1u), rowB = rowA;
+#else
+    uint p = local * PAIRS + pair;
+    uvec2 rows = uvec2(2u * p, 2u * p + 1u);
+#if ROPE
+    if (rotated) rows = pairRows(min(p, partRows / 2u - 1u));
+#endif
+    liveA = pair < PAIRS && 2u * p < partRows, liveB = pair < PAIRS && 2u * p + 1u < partRows;
+    rowA = min(rows.x, partRows - 1u), rowB = min(rows.y, partRows - 1u);
+#endif
+
+    vec3 sums = vec3(0.0);  // row A, row B, the input's sum of squares
+    if (liveA || liveB) {   // uniform within the team
+#if VEC_LOADS
+#if MODE_SINGLE
+      ACCUMULATE(w_v4, w_v4)
+#elif MODE_GATE_UP
+      ACCUMULATE(w_gate_v4, w_up_v4)
+#else
+      if (part == 0u) ACCUMULATE(w_q_v4, w_q_v4)
+      else if (part == 1u) ACCUMULATE(w_k_v4, w_k_v4)
+      else ACCUMULATE(w_v_v4, w_v_v4)
+#endif
+#else
+#if MODE_SINGLE
+      ACCUMULATE(load_w, load_w)
+#elif MODE_GATE_UP
+      ACCUMULATE(load_w_gate, load_w_up)
+#else
+      if (part == 0u) ACCUMULATE(load_w_q, load_w_q)
+      else if (part == 1u) ACCUMULATE(load_w_k, load_w_k)
+      else ACCUMULATE(load_w_v, load_w_v)
+#endif
+#endif
+    }
+    sums = teamSum(sums);
+    if (LANE != 0u || !(liveA || liveB)) continue;
 #if NORM_PROLOGUE
-  float sum = 0.0;
-  for (uint k = tid; k < K / 4; k += WORKGROUP) sum += dot(x_v4[k], x_v4[k]);
-  partial_[0][tid] = sum;
-  barrier();
-  for (uint s = WORKGROUP / 2; s > 0; s >>= 1) {
-    if (tid < s) partial_[0][tid] += partial_[0][tid + s];
-    barrier();
-  }
-  float scale = inversesqrt(partial_[0][0] / float(K) + EPS);
-  barrier();
-#define NORMED(i) (x_v4[i] * (scale * g_v4[i]))
+    float scale = inversesqrt(sums.z / float(K) + EPS);
 #else
-#define NORMED(i) x_v4[i]
+    float scale = 1.0;
 #endif
-  for (uint k = tid; k < K / PER_LOAD; k += WORKGROUP) {
-#if W_PACKED16
-    vec4 xa = NORMED(2 * k), xb = NORMED(2 * k + 1);
-    [[unroll]] for (uint r = 0; r < ROWS; ++r)
-      if (row0 + r < N) acc[r] += dot8(w_v4[(row0 + r) * (K / 8) + k], xa, xb);
-#else
-    vec4 xs = NORMED(k);
-    [[unroll]] for (uint r = 0; r < ROWS; ++r)
-      if (row0 + r < N) acc[r] += dot(w_v4[(row0 + r) * (K / 4) + k], xs);
-#endif
-  }
-  [[unroll]] for (uint r = 0; r < ROWS; ++r) partial_[r][tid] = acc[r];
-  barrier();
-  for (uint s = WORKGROUP / 2; s > 0; s >>= 1) {
-    if (tid < s)
-      [[unroll]] for (uint r = 0; r < ROWS; ++r) partial_[r][tid] += partial_[r][tid + s];
-    barrier();
-  }
+    float a = sums.x * scale, b = sums.y * scale;
+
+#if MODE_SINGLE
 #if RESIDUAL
-  if (tid < ROWS && row0 + tid < N) store_result(row0 + tid, partial_[tid][0] + load_residual(row0 + tid));
-#else
-  if (tid < ROWS && row0 + tid < N) store_result(row0 + tid, partial_[tid][0]);
+    a += load_residual(rowA), b += load_residual(rowB);
 #endif
+    if (liveA) store_result(rowA, a);
+    if (liveB) store_result(rowB, b);
+#elif MODE_GATE_UP
+#if BIAS_GATE
+    a += load_bias_gate(rowA);
+#endif
+#if BIAS_UP
+    b += load_bias_up(rowA);
+#endif
+    store_result(rowA, activation(a) * b);
+#else
+    a += biasOf(part, rowA), b += biasOf(part, rowB);
+#if ROPE
+    uint i = p % PAIRS_PER_HEAD;
+    if (rotated && i < ROTARY_DIM / 2u) {
+      vec2 cs = rotation(i);
+      float ra = a * cs.x - b * cs.y, rb = b * cs.x + a * cs.y;
+      a = ra, b = rb;
+    }
+#endif
+    if (liveA) storeRow(part, rowA, a);
+    if (liveB) storeRow(part, rowB, b);
+#endif
+  }
 }

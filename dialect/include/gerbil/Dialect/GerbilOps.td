@@ -198,12 +198,20 @@ def Gerbil_DispatchOp : Gerbil_Op<"dispatch",
   let description = [{
     `kernel` names the kernel family, `grid` gives the workgroup counts as an affine map of the token count
     T (the one symbol), `workgroup` the workgroup size. The body's block arguments are the operands.
-    `decode_grid`, where present, is the grid of the kernel's one-token variant, which decode steps run.
+    `decode_grid` and `decode_workgroup`, where present, are the grid and workgroup size of the kernel's
+    one-token variant, which decode steps run.
     Memory planning sets `arena_offsets`: where each result lives in the activation arena.
+
+    A dispatch may hold several ops (a fusion group: grouped projections with their epilogues, made by the
+    grouping passes). Decode runs it as one kernel; prefill runs each op of the body as a launch of its own,
+    and memory planning gives the values passed between them `internal_offsets` (one per op result of the
+    body that the yield does not return, in body order).
   }];
   let arguments = (ins Variadic<AnyType>:$operands, StrAttr:$kernel, AffineMapAttr:$grid,
                        DenseI64ArrayAttr:$workgroup, OptionalAttr<DenseI64ArrayAttr>:$arena_offsets,
-                       OptionalAttr<AffineMapAttr>:$decode_grid);
+                       OptionalAttr<AffineMapAttr>:$decode_grid,
+                       OptionalAttr<DenseI64ArrayAttr>:$decode_workgroup,
+                       OptionalAttr<DenseI64ArrayAttr>:$internal_offsets);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -18,6 +18,7 @@ struct KernelChoice {
   std::array<int64_t, 3> workgroup;  // local size
   AffineMap grid;                    // ()[T] -> (x, y, z)
   std::optional<AffineMap> decodeGrid;  // the grid of a one-token variant decode runs, if the family has one
+  std::array<int64_t, 3> decodeWorkgroup = {0, 0, 0}; // and its workgroup size
 };
 
 // Tiling of the generic (prefill) matmul kernel, matmul.glsl: each workgroup of kMatMulWorkgroup
@@ -26,9 +27,43 @@ inline constexpr int64_t kMatMulRows = 64;
 inline constexpr int64_t kMatMulTokens = 64;
 inline constexpr int64_t kMatMulWorkgroup = 256;
 inline constexpr int64_t kElementwiseGroup = 256;
-// The one-token matmul (gemv) reads 16 bytes per load, so K must be a multiple of 8 weights.
-inline constexpr int64_t kGemvRows = 4;
-inline constexpr int64_t kGemvLoad = 8;
+
+// The one-token matmul decode runs (gemv.glsl): one subgroup per pair of weight rows, `rows` rows (rows / 2
+// pairs) per workgroup of `workgroup` invocations. For a gate/up group a pair is a gate row and an up row
+// and gives one output, so a workgroup makes rows / 2 outputs. Small workgroups of few rows keep many
+// workgroups resident per multiprocessor (and several hundred even for N of a few thousand); large
+// projections take 8 rows per workgroup.
+struct GemvShape {
+  int64_t workgroup = 64;
+  int64_t rows = 4;
+  bool pairedRows = false;
+  int64_t outputs() const { return pairedRows ? rows / 2 : rows; } // per workgroup
+};
+GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows);
+
+// Decode attention (attention_decode.glsl): workgroup x handles `queryHeads` query heads of kv head
+// x / headGroups, y one of `splits` chunks of the cached positions (at least minChunk each). Enough splits
+// that kvHeads * headGroups * splits is ~256 workgroups at long contexts.
+struct DecodeAttentionShape {
+  int64_t workgroup;
+  int64_t queryHeads;
+  int64_t headGroups;
+  int64_t splits;
+  int64_t minChunk;
+};
+DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim);
+
+// The grouped projections (gerbil-group-qkv, gerbil-group-gate-up): one gemv.glsl launch in decode over
+// all the group's weights. q/k/v: ceil(N / rows) workgroups for each of q, k and v (rotary pairs stay in one
+// workgroup). gate/up: ceil(N / outputs) workgroups.
+inline constexpr const char *kQKVKernel = "linear_qkv";
+inline constexpr const char *kGateUpKernel = "linear_gate_up";
+GemvShape qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv);
+KernelChoice qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv);
+KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
+
+// matmul_coop.glsl loads 16 bytes (8 f16 or bf16 weights) at a time.
+inline constexpr int64_t kCoopMatMulLoad = 8;
 
 // Whether a matmul of reduction width k may run on cooperative matrices under `profile` (matmul_coop.glsl
 // loads 16 bytes of weights at a time); it also needs f16 or bf16 weights on the device.

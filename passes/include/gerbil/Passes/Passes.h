@@ -21,7 +21,9 @@ struct PipelineOptions {
   std::string target = "generic"; // a TargetProfile name
 };
 
-// verify -> layout -> [fuse-norm-prologue -> fuse-residual] -> dispatch formation -> memory planning -> verify.
+// verify -> layout -> [fuse-norm-prologue -> fuse-residual -> group-qkv -> fuse-rope-kv-write ->
+// group-gate-up]
+// -> dispatch formation -> memory planning -> verify.
 
 void buildGerbilPipeline(OpPassManager &pm, const PipelineOptions &options);
 

@@ -45,6 +45,39 @@ def GerbilFuseResidual : Pass<"gerbil-fuse-residual", "::mlir::func::FuncOp"> {
   }];
 }
 
+def GerbilGroupQKV : Pass<"gerbil-group-qkv", "::mlir::func::FuncOp"> {
+  let summary = "Groups the q, k and v projections of one attention into one dispatch";
+  let description = [{
+    The three projections (gerbil.matmul or gerbil.linear, with the same input and the same norm prologue)
+    whose results reach one gerbil.attention's queries and the keys and values its cache is appended with
+    (through bias adds, RMSNorms and RoPE) become one `gerbil.dispatch "linear_qkv"`, with their bias adds.
+    The body holds the projections in the order q, k, v, each followed by its bias add; the dispatch yields
+    q, k and v. Decode runs it as one gemv over the three weights (kept as separate bindings); prefill runs
+    the body op by op.
+  }];
+}
+
+def GerbilFuseRopeKVWrite : Pass<"gerbil-fuse-rope-kv-write", "::mlir::func::FuncOp"> {
+  let summary = "Moves RoPE and the KV-cache write into the epilogue of a grouped q/k/v projection";
+  let description = [{
+    When the k and v of a `linear_qkv` dispatch go only to one gerbil.kv_append (k through a gerbil.rope)
+    and its q only to a gerbil.rope of the same frequencies, the ropes and the kv_append move into the
+    dispatch, which then yields the rotated q alone: decode rotates q and k and writes k and v into the cache
+    as it writes the projections. Models without RoPE move the kv_append alone.
+  }];
+}
+
+def GerbilGroupGateUp : Pass<"gerbil-group-gate-up", "::mlir::func::FuncOp"> {
+  let summary = "Groups a gated MLP's gate and up projections, with act(gate) * up, into one dispatch";
+  let description = [{
+    mul(act(gate(x)), up(x)), with act a gerbil.silu or gerbil.gelu, the two projections of the same input
+    and norm prologue (each with an optional bias add) used only there, becomes one
+    `gerbil.dispatch "linear_gate_up"`: gate, its bias, up, its bias, the activation and the product, in
+    that order; it yields the product. Decode computes both projections in one gemv and writes
+    act(gate) * up; prefill runs the body op by op.
+  }];
+}
+
 def GerbilFormDispatches : Pass<"gerbil-form-dispatches", "::mlir::func::FuncOp"> {
   let summary = "Wraps every computation into a gerbil.dispatch: one kernel launch each";
   let description = [{
@@ -61,7 +94,9 @@ def GerbilPlanMemory : Pass<"gerbil-plan-memory", "::mlir::func::FuncOp"> {
   let summary = "Places every activation in one arena, sharing space by liveness";
   let description = [{
     Each dispatch result gets an offset in the activation arena, sized for `max-tokens` rows; values whose
-    live ranges do not overlap share bytes. Sets `arena_offsets` on each dispatch and
+    live ranges do not overlap share bytes; the values a fusion group's body passes between its ops (which
+    prefill runs one by one) get `internal_offsets`, live during that dispatch only. Sets `arena_offsets` on
+    each dispatch and
     `gerbil.arena_bytes` / `gerbil.max_tokens` on the function.
   }];
   let options = [
