@@ -20,7 +20,7 @@ $D/bin/gerbil-exec --list-devices --json > $R/devices.json 2>&1
 $D/bin/gerbil-exec --device-info > $R/device-info.txt 2>&1
 $D/bin/gerbil-exec --device-info --json > $R/device-info.json 2>&1
 # The matmul kernels against a reference, the cooperative-matrix one included where the device has it.
-[ -x $D/bin/test-kernels ] && timeout 300 $D/bin/test-kernels > $R/test-kernels.txt 2>&1
+[ -x $D/bin/test-kernels ] && timeout ${TEST_KERNELS_TIMEOUT:-120} $D/bin/test-kernels > $R/test-kernels.txt 2>&1
 
 CHECK_OUT=$R/fixtures.json python3 bench/check_fixtures.py $D/bin $D/plans test/fixtures/models/* > $R/fixtures.txt 2>&1
 if [ -f $D/specs/stablelm.json ]; then
@@ -35,10 +35,12 @@ for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
     > $R/$model.gerbil.json 2> $R/$model.gerbil.err
   rm -rf /tmp/weights/$model
 done
+# What is measured so far comes back even if the baseline below runs out of time.
+tar czf "$OUT/results.tgz" -C $R .
 if [ -z "${SKIP_TRANSFORMERS:-}" ]; then
   configs=""
   for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do configs="$configs test/fixtures/configs/$model.json"; done
-  timeout 400 python3 bench/transformers_baseline.py $configs > $R/transformers.json 2> $R/transformers.err
+  timeout ${TRANSFORMERS_TIMEOUT:-400} python3 bench/transformers_baseline.py $configs > $R/transformers.json 2> $R/transformers.err
 fi
 # The dated section of BENCHMARKS.md, written into this copy of the repo and sent back with the results
 # (bench/collect.sh puts both in place on the build machine).
