@@ -44,7 +44,7 @@ if [ -z "${SKIP_TRANSFORMERS:-}" ]; then
 fi
 # The dated section of BENCHMARKS.md, written into this copy of the repo and sent back with the results
 # (bench/collect.sh puts both in place on the build machine).
-python3 bench/report.py $R --commit "$(cat $D/commit 2>/dev/null || echo unknown)" --title "${BENCH_TITLE:-}" \
+GERBILC_FLAGS="$(cat $D/gerbilc-flags 2>/dev/null)" python3 bench/report.py $R --commit "$(cat $D/commit 2>/dev/null || echo unknown)" --title "${BENCH_TITLE:-}" \
   --write BENCHMARKS.md && cp BENCHMARKS.md $R/BENCHMARKS.md
 tar czf "$OUT/results.tgz" -C $R .
 ls -la $R

@@ -10,6 +10,7 @@ cmake --build "$build" --target gerbilc gerbil-exec gerbil-bench gerbil-random-w
 D=.device
 mkdir -p $D/bin $D/plans $D/gl $D/specs
 git rev-parse --short HEAD > $D/commit
+echo "${GERBILC_FLAGS:-}" > $D/gerbilc-flags  # bench/report.py names them in BENCHMARKS.md
 cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights,test-kernels} $D/bin/
 # The runtime's shared libraries beyond glibc and libstdc++ (the GPU machine has no Debian packages of them).
 mkdir -p $D/lib
