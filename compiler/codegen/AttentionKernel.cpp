@@ -2,7 +2,7 @@
 
 #include "compiler/codegen/ShaderCompiler.h"
 
-#include "gerbil/Passes/KernelCatalog.h"
+#include "gerbil/Passes/KernelShapes.h"
 
 namespace gerbil::codegen {
 namespace {

@@ -5,6 +5,7 @@
 // i. Contexts reach well past the short greedy runs of the reference fixtures, so that attention spreads
 // over several splits, and the synthetic shapes take the gemv through several input tiles and unaligned
 // rows.
+#include "test/e2e/ToolRun.h"
 #include "runtime/weights/Safetensors.h"
 
 #include <gtest/gtest.h>
@@ -22,37 +23,9 @@ namespace fs = std::filesystem;
 using gerbil::weights::SafetensorsFile;
 using gerbil::weights::TensorView;
 
+using namespace gerbil::e2e;
+
 namespace {
-
-fs::path testData() {
-  const char *env = std::getenv("GERBIL_TEST_DATA");
-  return env ? fs::path(env) : fs::path(GERBIL_TEST_DATA_DIR);
-}
-fs::path binDir() {
-  const char *env = std::getenv("GERBIL_BIN_DIR");
-  return env ? fs::path(env) : fs::path(GERBIL_BIN_DIR);
-}
-
-struct Result {
-  int code = 0;
-  std::string output;
-};
-
-Result run(const std::string &command) {
-  fs::path log = fs::temp_directory_path() / ("gerbil-decode-" + std::to_string(::getpid()) + ".log");
-  int status = std::system((command + " > " + log.string() + " 2>&1").c_str());
-  std::ifstream in(log);
-  std::stringstream s;
-  s << in.rdbuf();
-  fs::remove(log);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
-}
-
-std::vector<float> floats(const TensorView &t) {
-  std::vector<float> v(t.numElements());
-  gerbil::weights::convertToF32(t, 0, t.numElements(), v.data());
-  return v;
-}
 
 // The ids after "output_ids":[ in gerbil-exec's JSON.
 std::vector<int> outputIds(const std::string &json) {

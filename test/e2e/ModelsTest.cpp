@@ -1,5 +1,6 @@
 // End to end: gerbilc compiles each fixture's config.json, gerbil-exec runs it on the Vulkan device
 // (lavapipe in CI) and its logits and greedy tokens are compared with HuggingFace transformers' reference.
+#include "test/e2e/ToolRun.h"
 #include "runtime/weights/Safetensors.h"
 
 #include <gtest/gtest.h>
@@ -18,41 +19,13 @@ using gerbil::weights::SafetensorsFile;
 using gerbil::weights::TensorDType;
 using gerbil::weights::TensorView;
 
+using namespace gerbil::e2e;
+
 namespace {
-
-fs::path testData() {
-  const char *env = std::getenv("GERBIL_TEST_DATA");
-  return env ? fs::path(env) : fs::path(GERBIL_TEST_DATA_DIR);
-}
-fs::path binDir() {
-  const char *env = std::getenv("GERBIL_BIN_DIR");
-  return env ? fs::path(env) : fs::path(GERBIL_BIN_DIR);
-}
-
-struct Result {
-  int code = 0;
-  std::string output;
-};
-
-Result run(const std::string &command) {
-  fs::path log = fs::temp_directory_path() / ("gerbil-e2e-" + std::to_string(::getpid()) + ".log");
-  int status = std::system((command + " > " + log.string() + " 2>&1").c_str());
-  std::ifstream in(log);
-  std::stringstream s;
-  s << in.rdbuf();
-  fs::remove(log);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
-}
 
 std::vector<int64_t> ints(const TensorView &t) {
   std::vector<int64_t> v(t.numElements());
   std::memcpy(v.data(), t.data, t.bytes);
-  return v;
-}
-
-std::vector<float> floats(const TensorView &t) {
-  std::vector<float> v(t.numElements());
-  gerbil::weights::convertToF32(t, 0, t.numElements(), v.data());
   return v;
 }
 

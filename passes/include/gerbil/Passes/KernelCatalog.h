@@ -2,6 +2,7 @@
 // these choices in the IR and codegen writes the kernel that matches them, so both read this one table.
 #pragma once
 
+#include "gerbil/Passes/KernelShapes.h"
 #include "gerbil/Passes/TargetProfile.h"
 
 #include "mlir/IR/AffineMap.h"
@@ -20,13 +21,6 @@ struct KernelChoice {
   std::optional<AffineMap> decodeGrid;  // the grid of a one-token variant decode runs, if the family has one
   std::array<int64_t, 3> decodeWorkgroup = {0, 0, 0}; // and its workgroup size
 };
-
-// Tiling of the generic (prefill) matmul kernel, matmul.glsl: each workgroup of kMatMulWorkgroup
-// invocations computes kMatMulRows outputs for kMatMulTokens tokens.
-inline constexpr int64_t kMatMulRows = 64;
-inline constexpr int64_t kMatMulTokens = 64;
-inline constexpr int64_t kMatMulWorkgroup = 256;
-inline constexpr int64_t kElementwiseGroup = 256;
 
 // The one-token matmul decode runs (gemv.glsl): one subgroup per pair of weight rows, `rows` rows (rows / 2
 // pairs) per workgroup of `workgroup` invocations. For a gate/up group a pair is a gate row and an up row
@@ -62,22 +56,9 @@ GemvShape qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv);
 KernelChoice qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv);
 KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
 
-// matmul_coop.glsl loads 16 bytes (8 f16 or bf16 weights) at a time.
-inline constexpr int64_t kCoopMatMulLoad = 8;
-
 // Whether a matmul of reduction width k may run on cooperative matrices under `profile` (matmul_coop.glsl
 // loads 16 bytes of weights at a time); it also needs f16 or bf16 weights on the device.
 bool usesCoopMatMul(const TargetProfile &profile, int64_t k);
-
-// Prefill attention (attention_prefill.glsl): kAttentionQueryTile queries of one head per workgroup of
-// kAttentionWorkgroup invocations, keys in tiles of attentionKeyTile(head_dim) (the tiles of f32 keys,
-// values and queries fit in 32 KiB of shared memory up to head_dim 128). Decode runs attention.glsl, one
-// workgroup per head, with the same workgroup size.
-inline constexpr int64_t kAttentionQueryTile = 16;
-inline constexpr int64_t kAttentionWorkgroup = 128;
-inline constexpr int64_t attentionKeyTile(int64_t headDim) {
-  return headDim <= 64 ? 32 : headDim <= 128 ? 16 : 8;
-}
 
 // std::nullopt for ops that are not computations (weight_ref, func.return). `profile` chooses among the
 // kernel families of a target (the tensor-core matmul of `nvidia`).
