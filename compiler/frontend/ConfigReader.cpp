@@ -1,5 +1,7 @@
 #include "compiler/frontend/ConfigReader.h"
 
+#include "runtime/support/JsonExcerpt.h"
+
 #include <cmath>
 
 namespace gerbil {
@@ -21,36 +23,11 @@ std::optional<int64_t> asInteger(const nlohmann::json &value) {
   return std::nullopt;
 }
 
-// What value.dump() gives, up to about `limit` characters. dump() recurses once per level of nesting, so a
-// config of deeply nested arrays would overflow the stack; this recurses only while the text grows.
-void appendShortJson(std::string &out, const nlohmann::json &value, size_t limit) {
-  if (value.is_array() || value.is_object()) {
-    bool isArray = value.is_array();
-    out += isArray ? '[' : '{';
-    bool first = true;
-    for (auto it = value.begin(); it != value.end() && out.size() <= limit; ++it) {
-      if (!first) out += ',';
-      first = false;
-      if (!isArray) {
-        out += nlohmann::json(it.key()).dump();
-        out += ':';
-      }
-      appendShortJson(out, it.value(), limit);
-    }
-    out += isArray ? ']' : '}';
-    return;
-  }
-  out += value.dump();
-}
-
 } // namespace
 
 std::string describeJsonValue(const nlohmann::json &value) {
   constexpr size_t kMaxLength = 60;
-  std::string text;
-  appendShortJson(text, value, kMaxLength);
-  if (text.size() > kMaxLength) text = text.substr(0, kMaxLength) + "...";
-  return text;
+  return support::jsonExcerpt(value, kMaxLength);
 }
 
 ConfigReader::ConfigReader(const nlohmann::json &object, std::string fileName, std::string path)

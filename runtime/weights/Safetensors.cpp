@@ -3,6 +3,8 @@
 // shapes, no overlaps), so that later code may use any TensorView without further checks.
 #include "runtime/weights/Safetensors.h"
 
+#include "runtime/support/JsonExcerpt.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -71,38 +73,9 @@ std::string offsetPairText(uint64_t begin, uint64_t end) {
   return s;
 }
 
-// A JSON value for a message: what dump() gives, cut after `limit` characters. dump() recurses once per level
-// of nesting, so a hostile header of deeply nested arrays would overflow the stack; this recurses only while
-// the text grows, at most `limit` levels.
-void appendShortJson(std::string &out, const json &value, size_t limit) {
-  if (value.is_array() || value.is_object()) {
-    bool isArray = value.is_array();
-    out += isArray ? '[' : '{';
-    bool first = true;
-    for (auto it = value.begin(); it != value.end() && out.size() <= limit; ++it) {
-      if (!first) out += ',';
-      first = false;
-      if (!isArray) {
-        out += json(it.key()).dump();
-        out += ':';
-      }
-      appendShortJson(out, it.value(), limit);
-    }
-    out += isArray ? ']' : '}';
-    return;
-  }
-  out += value.dump();
-}
-
 std::string shortJson(const json &value) {
   constexpr size_t kLimit = 80;
-  std::string text;
-  appendShortJson(text, value, kLimit);
-  if (text.size() > kLimit) {
-    text.resize(kLimit);
-    text += "...";
-  }
-  return text;
+  return support::jsonExcerpt(value, kLimit);
 }
 
 // Reads a non-negative JSON integer that fits in int64 (shape dims and offsets).
