@@ -5,13 +5,6 @@
 #include "gerbil/Passes/KernelShapes.h"
 
 namespace gerbil::codegen {
-namespace {
-
-std::string uintValue(int64_t v) {
-  return std::to_string(v) + "u";
-}
-
-} // namespace
 
 KernelSource attentionKernel(const AttentionSpec &spec) {
   namespace gd = mlir::gerbil;

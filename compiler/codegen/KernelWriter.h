@@ -5,6 +5,7 @@
 #include "runtime/plan/Plan.h"
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,7 +16,7 @@ namespace gerbil::codegen {
 enum class Access { TokenIds, TokenIdsWrite, Read, Write, ReadWrite };
 
 struct KernelBinding {
-  std::string name;  // the template calls load_<name> / store_<name>
+  std::string name; // the template calls load_<name> / store_<name>
   Access access = Access::Read;
   plan::DType dtype = plan::DType::F32;
   // Also declare NAME_v4[]: 16-byte elements (vec4 of f32, or uvec4 of 8 packed 16-bit values) of the same
@@ -31,9 +32,9 @@ struct KernelBinding {
 inline constexpr uint32_t kMinSubgroupSize = 4;
 
 struct KernelSource {
-  std::string templateFile;  // kernels/<templateFile>
+  std::string templateFile; // kernels/<templateFile>
   std::vector<std::pair<std::string, std::string>> defines;
-  std::vector<KernelBinding> bindings;  // binding i of the descriptor set
+  std::vector<KernelBinding> bindings; // binding i of the descriptor set
   std::array<int64_t, 3> workgroup = {64, 1, 1};
   std::vector<std::string> extensions; // GLSL extensions beyond the ones every kernel enables
   // Device needs beyond what every Vulkan 1.2 device has (the plan's Requirements gather them).
@@ -53,5 +54,10 @@ std::string writeKernel(const KernelSource &kernel);
 
 // A GLSL float literal that round-trips an f32.
 std::string glslFloat(double value);
+
+// A GLSL uint literal ("64u"), the form of the kernels' size #defines.
+inline std::string uintValue(int64_t value) {
+  return std::to_string(value) + "u";
+}
 
 } // namespace gerbil::codegen

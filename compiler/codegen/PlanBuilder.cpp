@@ -59,10 +59,6 @@ bool holdsOneOp(gd::DispatchOp dispatch) {
   return dispatch.getBody().front().getOperations().size() == 2;
 }
 
-std::string uintValue(int64_t v) {
-  return std::to_string(v) + "u";
-}
-
 int64_t rowWidth(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
 }
