@@ -48,13 +48,6 @@ struct KernelInstance {
 // Scratch: the counters at its start, the partial results from this offset.
 constexpr uint64_t kScratchPartialsOffset = 4096;
 
-// A value of a dispatch body as its dispatch sees it: a block argument is the dispatch's operand.
-Value outside(gd::DispatchOp dispatch, Value v) {
-  auto arg = llvm::dyn_cast<BlockArgument>(v);
-  if (arg && arg.getOwner() == &dispatch.getBody().front()) return dispatch.getOperand(arg.getArgNumber());
-  return v;
-}
-
 bool holdsOneOp(gd::DispatchOp dispatch) {
   return dispatch.getBody().front().getOperations().size() == 2;
 }
@@ -212,7 +205,7 @@ private:
   // Where a value of a dispatch's body lives: the dispatch's operand (a block argument), its result (what the
   // yield returns), or, for a fusion group run op by op, the arena bytes memory planning gave it.
   plan::Binding valueBinding(gd::DispatchOp dispatch, Value v) {
-    Value out = outside(dispatch, v);
+    Value out = gd::outsideDispatch(v);
     if (out != v) return operandBinding(out);
     Operation *yield = dispatch.getBody().front().getTerminator();
     for (auto [i, yielded] : llvm::enumerate(yield->getOperands()))
@@ -248,7 +241,7 @@ private:
     auto bind = [&](const std::string &name, Access access, BindingSource origin) {
       plan::DType dtype = plan::DType::F32;
       if (origin.kind == BindingSource::Operand)
-        dtype = operandDType(outside(dispatch, op->getOperand(origin.index)));
+        dtype = operandDType(gd::outsideDispatch(op->getOperand(origin.index)));
       k.source.bindings.push_back({name, access, dtype});
       k.origins.push_back(origin);
     };
@@ -303,7 +296,7 @@ private:
             if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
             k.source.templateFile = "gemv.glsl";
             defineGemv(k, "MODE_SINGLE", rowWidth(m->getOperand(0)), rowWidth(m->getResult(0)),
-                       operandDType(outside(dispatch, m->getOperand(1))));
+                       operandDType(gd::outsideDispatch(m->getOperand(1))));
             bind("x", Access::Read, operand(0));
             bind("w", Access::Read, operand(1));
             // Operand order of gerbil.linear: input, weight, [norm], [residual].
@@ -321,8 +314,8 @@ private:
           spec.norm = linear && linear.getNorm();
           spec.residual = linear && linear.getResidual();
           if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
-          spec.weight = operandDType(outside(dispatch, m->getOperand(1)));
-          if (spec.norm) spec.normWeight = operandDType(outside(dispatch, m->getOperand(2)));
+          spec.weight = operandDType(gd::outsideDispatch(m->getOperand(1)));
+          if (spec.norm) spec.normWeight = operandDType(gd::outsideDispatch(m->getOperand(2)));
           bool coop = llvm::StringRef(family).ends_with("_coop");
           spec.variant = coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
           if (coop) spec.coopTiling = mlir::gerbil::coopTilingFor(*profile_, spec.n);
@@ -475,14 +468,14 @@ private:
       k.source.defines.emplace_back(name, value);
     };
     auto bind = [&](const std::string &name, Access access, Value v) {
-      k.source.bindings.push_back({name, access, operandDType(outside(dispatch, v))});
+      k.source.bindings.push_back({name, access, operandDType(gd::outsideDispatch(v))});
       k.origins.push_back({BindingSource::ValueOf, 0, v});
     };
     Operation *first = projections.front();
     auto linear = dyn_cast<gd::LinearOp>(first);
     bool norm = linear && linear.getNorm();
     int64_t kDim = rowWidth(first->getOperand(0));
-    plan::DType weights = operandDType(outside(dispatch, first->getOperand(1)));
+    plan::DType weights = operandDType(gd::outsideDispatch(first->getOperand(1)));
     define("K", uintValue(kDim));
     define("NORM_PROLOGUE", norm ? "1" : "0");
     define("RESIDUAL", "0");

@@ -17,13 +17,9 @@ int64_t rowWidth(Value v) {
 
 // Whether a matmul's weight is f16 or bf16 on the device (the layout pass has set its device dtype).
 bool hasHalfWeights(Operation *mm) {
-  Value weightValue = mm->getOperand(1);
   // Inside a dispatch (an op of a grouped projection that prefill runs on its own) the weight is a block
-  // argument of the dispatch body: look at the dispatch's operand.
-  if (auto arg = llvm::dyn_cast<BlockArgument>(weightValue))
-    if (auto dispatch = llvm::dyn_cast<DispatchOp>(arg.getOwner()->getParentOp()))
-      weightValue = dispatch.getOperand(arg.getArgNumber());
-  auto ref = weightValue.getDefiningOp<WeightRefOp>();
+  // argument of the dispatch body.
+  auto ref = outsideDispatch(mm->getOperand(1)).getDefiningOp<WeightRefOp>();
   if (!ref) return false;
   auto weight = SymbolTable::lookupNearestSymbolFrom<WeightOp>(mm, ref.getNameAttr());
   if (!weight) return false;
@@ -90,6 +86,13 @@ KernelChoice mlir::gerbil::qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, in
 KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) {
   GemvShape shape = gemvShape(k, n, true);
   return decodeOnly(ctx, kGateUpKernel, shape.workgroup, ceilDiv(n, shape.outputs()));
+}
+
+Value mlir::gerbil::outsideDispatch(Value v) {
+  auto arg = llvm::dyn_cast<BlockArgument>(v);
+  if (!arg) return v;
+  auto dispatch = llvm::dyn_cast_or_null<DispatchOp>(arg.getOwner()->getParentOp());
+  return dispatch ? dispatch.getOperand(arg.getArgNumber()) : v;
 }
 
 bool mlir::gerbil::usesCoopMatMul(const TargetProfile &profile, int64_t k) {

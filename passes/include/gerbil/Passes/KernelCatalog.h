@@ -15,10 +15,10 @@
 namespace mlir::gerbil {
 
 struct KernelChoice {
-  std::string kernel;                // family name: "matmul", "rms_norm", ...
-  std::array<int64_t, 3> workgroup;  // local size
-  AffineMap grid;                    // ()[T] -> (x, y, z)
-  std::optional<AffineMap> decodeGrid;  // the grid of a one-token variant decode runs, if the family has one
+  std::string kernel;                  // family name: "matmul", "rms_norm", ...
+  std::array<int64_t, 3> workgroup;    // local size
+  AffineMap grid;                      // ()[T] -> (x, y, z)
+  std::optional<AffineMap> decodeGrid; // the grid of a one-token variant decode runs, if the family has one
   std::array<int64_t, 3> decodeWorkgroup = {0, 0, 0}; // and its workgroup size
 };
 
@@ -59,6 +59,10 @@ KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
 // Whether a matmul of reduction width k may run on cooperative matrices under `profile` (matmul_coop.glsl
 // loads 16 bytes of weights at a time); it also needs f16 or bf16 weights on the device.
 bool usesCoopMatMul(const TargetProfile &profile, int64_t k);
+
+// A value of a dispatch body as its dispatch sees it: a block argument of the body is the dispatch's operand;
+// any other value is itself.
+Value outsideDispatch(Value v);
 
 // std::nullopt for ops that are not computations (weight_ref, func.return). `profile` chooses among the
 // kernel families of a target (the tensor-core matmul of `nvidia`).
