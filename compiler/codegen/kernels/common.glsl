@@ -35,3 +35,34 @@ float workgroupMax(float v) {
   return m;
 }
 #endif
+
+// Activations of elementwise.glsl and of gemv.glsl's gate/up epilogue, so that prefill and decode compute
+// them alike: SiLU, and GELU in its tanh form (GELU_TANH) or exact, with erf by Abramowitz and Stegun 7.1.26
+// (|error| < 1.5e-7).
+float silu(float x) {
+  return x / (1.0 + exp(-x));
+}
+
+float gelu(float x) {
+#if GELU_TANH
+  // The argument is clamped: tanh saturates long before, and some drivers return NaN for huge inputs.
+  float inner = clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), -15.0, 15.0);
+  return 0.5 * x * (1.0 + tanh(inner));
+#else
+  float z = abs(x) * 0.7071067811865476;
+  float k = 1.0 / (1.0 + 0.3275911 * z);
+  float poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))));
+  float erfz = 1.0 - poly * exp(-z * z);
+  return 0.5 * x * (1.0 + sign(x) * erfz);
+#endif
+}
+
+// cos and sin of the rotary angle position · inv_freq, in f32 as in transformers, the angle reduced to
+// [-pi, pi] in two steps so that they stay accurate for long positions on drivers with fast approximations
+// (rope.glsl, and gemv.glsl's q/k/v epilogue).
+vec2 rotaryCosSin(float position, float invFreq) {
+  float angle = position * invFreq;
+  float turns = floor(angle * 0.15915494309189535 + 0.5);
+  float reduced = (angle - turns * 6.28125) - turns * 0.0019353071795864769;
+  return vec2(cos(reduced), sin(reduced));
+}

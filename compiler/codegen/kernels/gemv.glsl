@@ -132,18 +132,9 @@ const uint ROW_LOADS = K / PER_LOAD;
 #if MODE_GATE_UP
 float activation(float x) {
 #if ACT_SILU
-  return x / (1.0 + exp(-x));
-#elif GELU_TANH
-  // As elementwise.glsl: the argument is clamped, tanh saturates long before.
-  float inner = clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), -15.0, 15.0);
-  return 0.5 * x * (1.0 + tanh(inner));
+  return silu(x);
 #else
-  // erf by Abramowitz and Stegun 7.1.26, as elementwise.glsl.
-  float z = abs(x) * 0.7071067811865476;
-  float k = 1.0 / (1.0 + 0.3275911 * z);
-  float poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))));
-  float erfz = 1.0 - poly * exp(-z * z);
-  return 0.5 * x * (1.0 + sign(x) * erfz);
+  return gelu(x);
 #endif
 }
 #endif
@@ -161,12 +152,8 @@ uvec2 pairRows(uint p) {
   return uvec2(head * HEAD_DIM + a, head * HEAD_DIM + b);
 }
 
-// As rope.glsl: the angle in f32, reduced to [-pi, pi] in two steps.
 vec2 rotation(uint i) {
-  float angle = float(state_.position) * INV_FREQ[i];
-  float turns = floor(angle * 0.15915494309189535 + 0.5);
-  float reduced = (angle - turns * 6.28125) - turns * 0.0019353071795864769;
-  return vec2(cos(reduced), sin(reduced)) * ATTENTION_SCALING;
+  return rotaryCosSin(float(state_.position), INV_FREQ[i]) * ATTENTION_SCALING;
 }
 #endif
 

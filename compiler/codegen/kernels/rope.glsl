@@ -1,6 +1,5 @@
 // Rotary embedding, rotate-half form, of HEADS heads of HEAD_DIM; the first ROTARY_DIM dims rotate.
-// Grid (T, 1, 1). The angle is position · inv_freq in f32 as in transformers, reduced to [-pi, pi] in two
-// steps so that cos and sin stay accurate for long positions on drivers with fast approximations.
+// Grid (T, 1, 1). The angle is position · inv_freq (common.glsl's rotaryCosSin).
 const float INV_FREQ[ROTARY_DIM / 2] = float[](INV_FREQ_VALUES);
 
 void main() {
@@ -14,10 +13,8 @@ void main() {
       continue;
     }
     const uint half_ = ROTARY_DIM / 2;
-    float angle = position * INV_FREQ[d % half_];
-    float turns = floor(angle * 0.15915494309189535 + 0.5);
-    float reduced = (angle - turns * 6.28125) - turns * 0.0019353071795864769;
-    float c = cos(reduced) * ATTENTION_SCALING, s = sin(reduced) * ATTENTION_SCALING;
+    vec2 cs = rotaryCosSin(position, INV_FREQ[d % half_]) * ATTENTION_SCALING;
+    float c = cs.x, s = cs.y;
     float v = load_x(base + d);
     float rotated = d < half_ ? -load_x(base + d + half_) : load_x(base + d - half_);
     store_result(base + d, v * c + rotated * s);
