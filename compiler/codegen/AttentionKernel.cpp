@@ -23,11 +23,6 @@ KernelSource attentionKernel(const AttentionSpec &spec) {
                 {"k_cache", Access::Read, plan::DType::F32, false},
                 {"v_cache", Access::Read, plan::DType::F32, false},
                 {"result", Access::Write, plan::DType::F32, false}};
-  if (spec.decode) {
-    k.templateFile = "attention.glsl";
-    k.needsReduction = true;
-    return k;
-  }
   int64_t queryTile = gd::kAttentionQueryTile, keyTile = gd::attentionKeyTile(spec.headDim);
   int64_t lanes = gd::kAttentionWorkgroup / queryTile;
   if (lanes * queryTile != gd::kAttentionWorkgroup || keyTile % lanes != 0)
@@ -45,7 +40,6 @@ KernelSource attentionKernel(const AttentionSpec &spec) {
 
 std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens) {
   namespace gd = mlir::gerbil;
-  if (spec.decode) return {static_cast<uint32_t>(spec.heads), 1, 1};
   auto tiles = static_cast<uint32_t>((tokens + gd::kAttentionQueryTile - 1) / gd::kAttentionQueryTile);
   return {static_cast<uint32_t>(spec.heads), tiles, 1};
 }

@@ -1,6 +1,6 @@
-// The kernels of gerbil.attention: flash-style prefill attention over tiles of queries and keys
-// (attention_prefill.glsl) and the one-query-per-workgroup form decode runs (attention.glsl). PlanBuilder and
-// the kernel tests both specialise them here.
+// The prefill kernel of gerbil.attention: flash-style attention over tiles of queries and keys
+// (attention_prefill.glsl). PlanBuilder and the kernel tests both specialise it here; decode's split
+// attention (attention_decode.glsl) is PlanBuilder::specifyDecodeAttention's.
 #pragma once
 
 #include "compiler/codegen/KernelWriter.h"
@@ -8,7 +8,6 @@
 namespace gerbil::codegen {
 
 struct AttentionSpec {
-  bool decode = false; // one query per workgroup (attention.glsl)
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   int64_t sequence = 0; // KV cache positions
   double scale = 0;

@@ -385,8 +385,7 @@ private:
           // Prefill: tiles of queries (attention_prefill.glsl); decode: split over the cached positions
           // (attention_decode.glsl).
           if (decode) return specifyDecodeAttention(k, a);
-          AttentionSpec spec{false,
-                             static_cast<int64_t>(a.getNumHeads()),
+          AttentionSpec spec{static_cast<int64_t>(a.getNumHeads()),
                              static_cast<int64_t>(a.getNumKvHeads()),
                              static_cast<int64_t>(a.getHeadDim()),
                              options_.maxSequence,

@@ -320,19 +320,10 @@ protected:
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
   // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.
   const AttentionCase cases[] = {
-      {{false, 4, 1, 16, 160, 0.25, 0}, 1, 0},   {{false, 4, 1, 16, 160, 0.25, 0}, 7, 0},
-      {{false, 4, 2, 32, 160, 0.17, 0}, 100, 0}, {{false, 4, 2, 32, 160, 0.17, 0}, 37, 50},
-      {{false, 3, 3, 72, 160, 0.11, 0}, 45, 20}, {{false, 2, 1, 20, 160, 0.2, 0}, 33, 0},
-      {{false, 4, 2, 16, 160, 0.25, 13}, 70, 9}, {{false, 2, 2, 128, 160, 0.088, 0}, 40, 10},
-  };
-  for (const AttentionCase &c : cases) check(c);
-}
-
-TEST_F(AttentionKernelTest, DecodeMatchesTheReference) {
-  const AttentionCase cases[] = {
-      {{true, 4, 1, 16, 160, 0.25, 0}, 1, 0},
-      {{true, 4, 2, 32, 160, 0.17, 0}, 1, 130},
-      {{true, 4, 2, 16, 160, 0.25, 13}, 1, 90},
+      {{4, 1, 16, 160, 0.25, 0}, 1, 0},   {{4, 1, 16, 160, 0.25, 0}, 7, 0},
+      {{4, 2, 32, 160, 0.17, 0}, 100, 0}, {{4, 2, 32, 160, 0.17, 0}, 37, 50},
+      {{3, 3, 72, 160, 0.11, 0}, 45, 20}, {{2, 1, 20, 160, 0.2, 0}, 33, 0},
+      {{4, 2, 16, 160, 0.25, 13}, 70, 9}, {{2, 2, 128, 160, 0.088, 0}, 40, 10},
   };
   for (const AttentionCase &c : cases) check(c);
 }
