@@ -156,12 +156,11 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     plan.model.configJson = readText(options.configPath);
     plan.model.configPath = std::filesystem::absolute(options.configPath).lexically_normal().string();
     plan.compilerVersion = "gerbilc 0.1";
-    std::vector<uint8_t> bytes = plan::serialize(plan);
     if (options.outputPath.empty()) {
       err << "gerbilc: error: no output file: use -o MODEL.plan\n";
       return kExitUsage;
     }
-    plan::writeFile(plan, options.outputPath);
+    uint64_t planBytes = plan::writeFile(plan, options.outputPath);
     if (summary) {
       summary->architecture = model.architecture;
       summary->dispatchesPerStep = static_cast<int64_t>(plan.decode.size());
@@ -169,7 +168,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
       for (const plan::Weight &w : plan.weights) summary->weightBytes += w.bytes();
       summary->arenaBytes = plan.arenaBytes;
       summary->kvCacheBytes = plan.kvCache.bytes;
-      summary->planBytes = bytes.size();
+      summary->planBytes = planBytes;
       for (const plan::Dispatch &d : plan.decode) {
         const std::string &kernel = plan.kernels[d.kernel].name;
         bool lookup = kernel.rfind("embedding.", 0) == 0 || kernel.rfind("position_embedding.", 0) == 0;

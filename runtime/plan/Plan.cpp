@@ -671,7 +671,7 @@ Plan deserialize(const uint8_t *data, size_t size, const std::string &what) {
 
 // ---- Files.
 
-void writeFile(const Plan &plan, const std::string &path) {
+uint64_t writeFile(const Plan &plan, const std::string &path) {
   std::vector<uint8_t> bytes = serialize(plan);
   // Write beside the destination and rename, so that a reader never sees half a plan and a failed write
   // leaves the old plan in place.
@@ -701,6 +701,7 @@ void writeFile(const Plan &plan, const std::string &path) {
     ::unlink(temp.c_str());
     throw PlanError("cannot write " + path + ": " + std::strerror(err));
   }
+  return bytes.size();
 }
 
 Plan readFile(const std::string &path) {

@@ -157,7 +157,8 @@ struct Plan {
 
 // Serialises the plan. Throws PlanError when the plan is inconsistent (a binding naming no weight, ...).
 std::vector<uint8_t> serialize(const Plan &plan);
-void writeFile(const Plan &plan, const std::string &path);
+// Returns the size of the file written.
+uint64_t writeFile(const Plan &plan, const std::string &path);
 
 // Parses and checks a plan: magic, version, checksum, manifest, every index and range. Throws PlanError with
 // a message that names the file and what is wrong; never crashes on malformed input.
