@@ -4,6 +4,8 @@
 
 #include "gerbil/Passes/KernelShapes.h"
 
+#include <algorithm>
+
 namespace gerbil::codegen {
 
 KernelSource attentionKernel(const AttentionSpec &spec) {
@@ -42,6 +44,52 @@ std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens
   namespace gd = mlir::gerbil;
   auto tiles = static_cast<uint32_t>((tokens + gd::kAttentionQueryTile - 1) / gd::kAttentionQueryTile);
   return {static_cast<uint32_t>(spec.heads), tiles, 1};
+}
+
+DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps) {
+  namespace gd = mlir::gerbil;
+  gd::DecodeAttentionShape shape = gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim);
+  DecodeAttentionKernel d;
+  KernelSource &k = d.source;
+  auto define = [&](const std::string &name, const std::string &value) {
+    k.defines.emplace_back(name, value);
+  };
+  k.templateFile = "attention_decode.glsl";
+  k.workgroup = {shape.workgroup, 1, 1};
+  k.subgroupOps = subgroupOps;
+  const bool vec4 = spec.headDim % 4 == 0;
+  define("HEADS", uintValue(spec.heads));
+  define("KV_HEADS", uintValue(spec.kvHeads));
+  define("HEAD_DIM", uintValue(spec.headDim));
+  define("QUERY_HEADS", uintValue(shape.queryHeads));
+  define("HEAD_GROUPS", uintValue(shape.headGroups));
+  define("SPLITS", uintValue(shape.splits));
+  define("MIN_CHUNK", uintValue(shape.minChunk));
+  define("SEQ", uintValue(spec.sequence));
+  define("SCALE", glslFloat(spec.scale));
+  define("WINDOW", uintValue(spec.window));
+  define("D_VEC4", vec4 ? "1" : "0");
+  k.bindings = {{"q", Access::Read, plan::DType::F32},
+                {"k_cache", Access::Read, plan::DType::F32, vec4},
+                {"v_cache", Access::Read, plan::DType::F32, vec4},
+                {"result", Access::Write, plan::DType::F32},
+                {"partial", Access::ReadWrite, plan::DType::F32, false, true},
+                {"counters", Access::TokenIdsWrite, plan::DType::I32}};
+  // Shared memory: the queries, the block's probabilities, the key groups' accumulators, the combine's
+  // weights and the reduction partials (attention_decode.glsl).
+  const int64_t lanes = shape.workgroup, dimVecs = (spec.headDim + 3) / 4;
+  const int64_t keyGroups = dimVecs < lanes && lanes % dimVecs == 0 ? lanes / dimVecs : 1;
+  const int64_t rowLanes = lanes / keyGroups, vecsPerLane = (dimVecs + rowLanes - 1) / rowLanes;
+  const int64_t qh = shape.queryHeads;
+  int64_t bytes = qh * dimVecs * 16 + qh * lanes * 4 + qh * 4 +
+                  std::max<int64_t>(keyGroups - 1, 1) * qh * vecsPerLane * rowLanes * 16 +
+                  shape.splits * qh * 4 + 4 + std::max<int64_t>(qh * lanes, lanes) * 4;
+  k.sharedMemoryBytes = static_cast<uint32_t>(bytes);
+  const int64_t columns = spec.kvHeads * shape.headGroups;
+  d.grid = {static_cast<uint32_t>(columns), static_cast<uint32_t>(shape.splits), 1};
+  d.scratchCounterBytes = static_cast<uint64_t>(columns) * 4;
+  d.scratchPartialBytes = static_cast<uint64_t>(columns * shape.splits * qh * (spec.headDim + 2)) * 4;
+  return d;
 }
 
 } // namespace gerbil::codegen

@@ -1,6 +1,6 @@
-// The prefill kernel of gerbil.attention: flash-style attention over tiles of queries and keys
-// (attention_prefill.glsl). PlanBuilder and the kernel tests both specialise it here; decode's split
-// attention (attention_decode.glsl) is PlanBuilder::specifyDecodeAttention's.
+// The kernels of gerbil.attention: prefill's flash-style attention over tiles of queries and keys
+// (attention_prefill.glsl) and decode's split attention of one query (attention_decode.glsl). PlanBuilder
+// and the kernel tests both specialise them here.
 #pragma once
 
 #include "compiler/codegen/KernelWriter.h"
@@ -19,5 +19,14 @@ KernelSource attentionKernel(const AttentionSpec &spec);
 
 // Workgroups for T queries (the kernel catalog gives dispatch formation the same).
 std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens);
+
+// Decode: bindings q, k_cache, v_cache, result, partial (scratch), counters (scratch), then the state buffer.
+// The scratch holds a counter per workgroup column and every split's partial softmax result.
+struct DecodeAttentionKernel {
+  KernelSource source;
+  std::array<uint32_t, 3> grid{};
+  uint64_t scratchCounterBytes = 0, scratchPartialBytes = 0;
+};
+DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps);
 
 } // namespace gerbil::codegen

@@ -385,14 +385,8 @@ private:
           // Prefill: tiles of queries (attention_prefill.glsl); decode: split over the cached positions
           // (attention_decode.glsl).
           if (decode) return specifyDecodeAttention(k, a);
-          AttentionSpec spec{static_cast<int64_t>(a.getNumHeads()),
-                             static_cast<int64_t>(a.getNumKvHeads()),
-                             static_cast<int64_t>(a.getHeadDim()),
-                             options_.maxSequence,
-                             a.getScale().convertToDouble(),
-                             a.getSlidingWindow() ? static_cast<int64_t>(*a.getSlidingWindow()) : 0};
           std::array<int64_t, 3> workgroup = k.source.workgroup;
-          k.source = attentionKernel(spec);
+          k.source = attentionKernel(attentionSpec(a));
           if (k.source.workgroup != workgroup)
             throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
                                "' was formed for another workgroup size than its kernel's");
@@ -550,46 +544,31 @@ private:
     return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
   }
 
+  AttentionSpec attentionSpec(gd::AttentionOp a) const {
+    return {static_cast<int64_t>(a.getNumHeads()),
+            static_cast<int64_t>(a.getNumKvHeads()),
+            static_cast<int64_t>(a.getHeadDim()),
+            options_.maxSequence,
+            a.getScale().convertToDouble(),
+            a.getSlidingWindow() ? static_cast<int64_t>(*a.getSlidingWindow()) : 0};
+  }
+
   // Split-KV attention of one query token (attention_decode.glsl), with its scratch: a counter per
   // workgroup column and the partial softmax results of every split.
   void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
-    gd::DecodeAttentionShape shape =
-        gd::decodeAttentionShape(a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim());
-    auto define = [&](const std::string &name, const std::string &value) {
-      k.source.defines.emplace_back(name, value);
-    };
-    k.source.templateFile = "attention_decode.glsl";
-    k.source.subgroupOps = options_.subgroupOps;
-    int64_t headDim = a.getHeadDim(), columns = a.getNumKvHeads() * shape.headGroups;
-    define("HEADS", uintValue(a.getNumHeads()));
-    define("KV_HEADS", uintValue(a.getNumKvHeads()));
-    define("HEAD_DIM", uintValue(headDim));
-    define("QUERY_HEADS", uintValue(shape.queryHeads));
-    define("HEAD_GROUPS", uintValue(shape.headGroups));
-    define("SPLITS", uintValue(shape.splits));
-    define("MIN_CHUNK", uintValue(shape.minChunk));
-    define("SEQ", uintValue(options_.maxSequence));
-    define("SCALE", glslFloat(a.getScale().convertToDouble()));
-    define("WINDOW", uintValue(a.getSlidingWindow() ? *a.getSlidingWindow() : 0));
-    define("D_VEC4", headDim % 4 == 0 ? "1" : "0");
-    k.source.bindings.push_back({"q", Access::Read, plan::DType::F32});
-    k.origins.push_back({BindingSource::Operand, 0});
-    k.source.bindings.push_back({"k_cache", Access::Read, plan::DType::F32, headDim % 4 == 0});
-    k.origins.push_back({BindingSource::CacheKeys, 0});
-    k.source.bindings.push_back({"v_cache", Access::Read, plan::DType::F32});
-    k.origins.push_back({BindingSource::CacheValues, 0});
-    k.source.bindings.push_back({"result", Access::Write, plan::DType::F32});
-    k.origins.push_back({BindingSource::Result, 0});
-    k.source.bindings.push_back({"partial", Access::ReadWrite, plan::DType::F32, false, true});
-    k.origins.push_back({BindingSource::ScratchPartials, 0});
-    k.source.bindings.push_back({"counters", Access::TokenIdsWrite, plan::DType::I32});
-    k.origins.push_back({BindingSource::ScratchCounters, 0});
+    DecodeAttentionKernel kernel = decodeAttentionKernel(attentionSpec(a), options_.subgroupOps);
+    if (kernel.source.workgroup != k.source.workgroup)
+      throw CodegenError("decode attention '" + locationName(a.getLoc()) +
+                         "' was formed for another workgroup size than its kernel's");
+    k.source = kernel.source;
+    k.origins = {{BindingSource::Operand, 0},         {BindingSource::CacheKeys, 0},
+                 {BindingSource::CacheValues, 0},     {BindingSource::Result, 0},
+                 {BindingSource::ScratchPartials, 0}, {BindingSource::ScratchCounters, 0}};
     k.cache = a.getCacheAttr();
-    k.scratchCounterBytes = static_cast<uint64_t>(columns) * 4;
-    k.scratchPartialBytes =
-        static_cast<uint64_t>(columns * shape.splits * shape.queryHeads * (headDim + 2)) * 4;
+    k.scratchCounterBytes = kernel.scratchCounterBytes;
+    k.scratchPartialBytes = kernel.scratchPartialBytes;
     if (k.scratchCounterBytes > kScratchPartialsOffset)
-      throw CodegenError("attention has " + std::to_string(columns) +
+      throw CodegenError("attention has " + std::to_string(kernel.grid[0]) +
                          " workgroup columns, more than the scratch holds");
   }
 

@@ -57,22 +57,6 @@ int64_t ceilDiv(int64_t a, int64_t b) {
 }
 } // namespace
 
-DecodeAttentionShape mlir::gerbil::decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim) {
-  DecodeAttentionShape shape{};
-  shape.workgroup = headDim <= 64 ? 64 : 128;
-  int64_t group = heads / kvHeads;
-  shape.queryHeads = 1;
-  for (int64_t q = std::min<int64_t>(group, 8); q >= 1; --q)
-    if (group % q == 0) {
-      shape.queryHeads = q;
-      break;
-    }
-  shape.headGroups = group / shape.queryHeads;
-  shape.splits = std::clamp<int64_t>(256 / (kvHeads * shape.headGroups), 1, 128);
-  shape.minChunk = 32;
-  return shape;
-}
-
 GemvShape mlir::gerbil::qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv) {
   return gemvShape(k, nq + nk + nv, false);
 }

@@ -4,7 +4,8 @@
 // weight dtype, with and without the RMSNorm prologue and the residual epilogue. The cooperative-matrix
 // variant runs where the device has VK_NV_cooperative_matrix (the H200) and is compiled and validated
 // everywhere. Attention: prompts across query and key tiles, after earlier positions in the cache,
-// grouped-query heads, sliding windows and head dims that do not split evenly over the lanes.
+// grouped-query heads, sliding windows and head dims that do not split evenly over the lanes; decode's split
+// attention of one query over one and many splits.
 #include "compiler/codegen/AttentionKernel.h"
 #include "compiler/codegen/MatMulKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
@@ -316,6 +317,122 @@ protected:
   std::unique_ptr<vk::Context> ctx_;
   codegen::ShaderCompiler compiler_;
 };
+
+// Decode: the query at `position` against the cache, split over the cached positions; each case runs
+// twice (the last split of each column must leave its counter at 0 for the next step).
+struct DecodeCase {
+  codegen::AttentionSpec spec;
+  uint32_t position;
+};
+
+class DecodeAttentionKernelTest : public AttentionKernelTest {
+protected:
+  void check(const DecodeCase &c, bool subgroupOps) {
+    const codegen::AttentionSpec &spec = c.spec;
+    const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
+    std::mt19937 rng(c.position * 31 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
+    std::uniform_real_distribution<float> uniform(-1.5f, 1.5f);
+    std::vector<float> q(heads * dim), keys(kvHeads * seq * dim), values(kvHeads * seq * dim);
+    for (float &v : q) v = uniform(rng);
+    for (float &v : keys) v = uniform(rng);
+    for (float &v : values) v = uniform(rng);
+    // Positions past the step's are never read: NaN there fails the comparison if they are.
+    for (int64_t h = 0; h < kvHeads; ++h)
+      for (int64_t p = c.position + 1; p < seq; ++p)
+        for (int64_t d = 0; d < dim; ++d)
+          keys[(h * seq + p) * dim + d] = values[(h * seq + p) * dim + d] = std::nanf("");
+
+    std::vector<double> expected(q.size());
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t kv = h / (heads / kvHeads), position = c.position;
+      int64_t first = spec.window > 0 ? std::max<int64_t>(0, position - spec.window + 1) : 0;
+      std::vector<double> scores;
+      double largest = -1e300;
+      for (int64_t key = first; key <= position; ++key) {
+        double dot = 0;
+        for (int64_t d = 0; d < dim; ++d) dot += double(q[h * dim + d]) * keys[(kv * seq + key) * dim + d];
+        scores.push_back(dot * spec.scale);
+        largest = std::max(largest, scores.back());
+      }
+      double total = 0;
+      for (double &s : scores) total += (s = std::exp(s - largest));
+      for (int64_t d = 0; d < dim; ++d) {
+        double sum = 0;
+        for (size_t j = 0; j < scores.size(); ++j)
+          sum += scores[j] * values[(kv * seq + first + j) * dim + d];
+        expected[h * dim + d] = sum / total;
+      }
+    }
+
+    codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(spec, subgroupOps);
+    ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
+    std::vector<uint32_t> spirv =
+        compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
+    auto upload = [&](const std::vector<float> &data, const std::string &name) {
+      vk::Buffer b = ctx_->createBuffer(data.size() * 4, name);
+      ctx_->upload(b, 0, data.data(), data.size() * 4);
+      return b;
+    };
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(q, "q"));
+    buffers.push_back(upload(keys, "k_cache"));
+    buffers.push_back(upload(values, "v_cache"));
+    buffers.push_back(ctx_->createBuffer(q.size() * 4, "result"));
+    buffers.push_back(ctx_->createBuffer(kernel.scratchPartialBytes, "partial"));
+    buffers.push_back(ctx_->createBuffer(kernel.scratchCounterBytes, "counters"));
+    ctx_->fill(buffers.back(), 0);
+    std::vector<uint32_t> state(2 + seq, 0);
+    state[0] = c.position;
+    buffers.push_back(ctx_->createBuffer(state.size() * 4, "state"));
+    ctx_->upload(buffers.back(), 0, state.data(), state.size() * 4);
+    ASSERT_EQ(buffers.size(), kernel.source.bindings.size() + 1);
+    std::vector<vk::BufferRange> ranges;
+    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
+    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
+                                                 plan::kPushConstantBytes, "decode attention test kernel");
+    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
+    for (int run = 0; run < 2; ++run) {
+      ctx_->fill(buffers[3], 0x7fc00000u); // NaN: an output the kernel misses fails the comparison
+      uint32_t push[2] = {1, 0};
+      VkCommandBuffer cmd = ctx_->beginCommands();
+      ctx_->dispatch(cmd, pipeline, set, push, sizeof push, kernel.grid[0], kernel.grid[1], kernel.grid[2]);
+      ctx_->submitAndWait(cmd);
+      std::vector<float> result(q.size());
+      ctx_->download(buffers[3], 0, result.data(), result.size() * 4);
+      for (size_t i = 0; i < result.size(); ++i)
+        ASSERT_NEAR(result[i], expected[i], 1e-4)
+            << "heads=" << heads << "/" << kvHeads << " head_dim=" << dim << " position=" << c.position
+            << " window=" << spec.window << " subgroup ops=" << subgroupOps << " run " << run << ": element "
+            << i;
+      std::vector<int32_t> counters(kernel.scratchCounterBytes / 4);
+      ctx_->download(buffers[5], 0, counters.data(), kernel.scratchCounterBytes);
+      for (int32_t counter : counters) ASSERT_EQ(counter, 0) << "a column's counter was left behind";
+    }
+  }
+};
+
+TEST_F(DecodeAttentionKernelTest, MatchesTheReference) {
+  // heads, kv heads, head dim, cache positions, scale, window; position. Across one block and one split
+  // (positions under 32), many splits, key groups (head dims under 128), grouped-query heads beyond the 8
+  // query heads of one workgroup, head dims that are no multiple of 4 or of the lanes, sliding windows.
+  const DecodeCase cases[] = {
+      {{4, 1, 16, 400, 0.25, 0}, 0},      {{4, 1, 16, 400, 0.25, 0}, 31},
+      {{4, 2, 64, 400, 0.125, 0}, 32},    {{14, 2, 64, 400, 0.125, 0}, 130},
+      {{32, 8, 128, 400, 0.088, 0}, 255}, {{8, 8, 128, 400, 0.088, 0}, 399},
+      {{16, 1, 32, 400, 0.17, 0}, 77},    {{6, 2, 18, 400, 0.2, 0}, 45},
+      {{3, 3, 72, 400, 0.11, 0}, 300},    {{4, 2, 16, 400, 0.25, 13}, 70},
+      {{4, 2, 256, 400, 0.06, 0}, 97},    {{4, 2, 64, 400, 0.125, 100}, 350},
+  };
+  for (const DecodeCase &c : cases) {
+    check(c, true);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  // The reductions through shared memory alone (gerbilc --no-subgroup-ops).
+  for (const DecodeCase &c : {cases[1], cases[3], cases[7]}) {
+    check(c, false);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
 
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
   // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.

@@ -1,32 +1,67 @@
 // Decode attention: the one query token of a step against the cache, split over the cached positions
-// (flash-decoding) so that one layer's attention spreads over the GPU at any context length.
-// Workgroup (x, split): x is kv head x / HEAD_GROUPS and its QUERY_HEADS query heads (GQA: the group's keys
-// and values are read once for all of them); the positions [first, position] are cut into `activeSplits` chunks
-// of at least MIN_CHUNK (at most SPLITS), one per split. Each split runs an online softmax over its chunk
-// in blocks of WORKGROUP keys (one key per invocation for the scores; one head dim per invocation, every
-// query head at once, for the values). With one active split it writes the result; otherwise each split
-// writes its partial (max, sum, unnormalised output) to scratch and the last split to finish (an atomic
-// counter per x, returned to 0 by that split) combines them. Grid (KV_HEADS * HEAD_GROUPS, SPLITS, 1).
+// (flash-decoding), built so that a step's attention costs a few memory latencies, not a chain of them.
+// Workgroup (x, split), 32 invocations: x is kv head x / HEAD_GROUPS and its QUERY_HEADS query heads (GQA: the
+// group's keys and values are read once for all of them); the positions [first, position] are cut into
+// `activeSplits` chunks of at least MIN_CHUNK (at most SPLITS), one per split. A split walks its chunk in
+// blocks of 32 keys:
+//  - scores: invocation j takes key j of the block, its whole row in 16-byte loads issued together, against
+//    every query head (the queries broadcast from shared memory); no reduction per key;
+//  - online softmax: one max per head over the block; the sums of the exponentials stay per invocation until
+//    the end (the rescaling is the same for all of them);
+//  - values: invocations split as KEY_GROUPS groups of ROW_LANES; lane i of group g adds keys g, g +
+//    KEY_GROUPS, ... of the block into dims (vec4s) i, i + ROW_LANES, ... of every head, its loads issued
+//    together; the groups are summed once, at the end.
+// With one active split it writes the result; otherwise each split writes its partial (max, sum,
+// unnormalised output) to scratch and the last split to finish (an atomic counter per x, returned to 0 by
+// that split) combines them. Grid (KV_HEADS * HEAD_GROUPS, SPLITS, 1).
 const uint GROUP = HEADS / KV_HEADS;
 const uint QH = QUERY_HEADS;
 const uint XS = KV_HEADS * HEAD_GROUPS;
-const uint DIMS_PER_INVOCATION = (HEAD_DIM + WORKGROUP - 1) / WORKGROUP;
+const uint LANES = 32u;  // = WORKGROUP
+const uint DIM_VECS = (HEAD_DIM + 3u) / 4u;
+// Values: DIM_VECS < 32 that divide 32 leave lanes for more than one key at a time.
+const uint KEY_GROUPS = (DIM_VECS < LANES && LANES % DIM_VECS == 0u) ? LANES / DIM_VECS : 1u;
+const uint ROW_LANES = LANES / KEY_GROUPS;
+const uint VECS_PER_LANE = (DIM_VECS + ROW_LANES - 1u) / ROW_LANES;
+const uint KEYS_PER_GROUP = LANES / KEY_GROUPS;
+// Key loads in flight per invocation (a whole row up to head_dim 128).
+const uint K_BATCH = DIM_VECS < 32u ? DIM_VECS : 32u;
 const float NO_SCORE = -3.0e38;
 
-#if D_VEC4
-shared vec4 queries_[QH * HEAD_DIM / 4u];
-#else
-shared float queries_[QH * HEAD_DIM];
-#endif
-shared float p_[QH][WORKGROUP];
+shared vec4 queries_[QH][DIM_VECS];
+shared float p_[QH][LANES];
 shared float reduced_[QH];
-shared float combineMax_[QH], combineSum_[QH];
+shared vec4 groupAcc_[KEY_GROUPS > 1u ? KEY_GROUPS - 1u : 1u][QH][VECS_PER_LANE][ROW_LANES];
+shared float combineWeight_[SPLITS][QH];
 shared bool last_;
 #if SUBGROUP_OPS
-shared float partials_[QH][WORKGROUP / MIN_SUBGROUP_SIZE];
+shared float partials_[QH][LANES / MIN_SUBGROUP_SIZE];
 #else
-shared float partials_[WORKGROUP];
+shared float partials_[LANES];
 #endif
+
+// A row's dims 4v..4v+3 (zeros past HEAD_DIM).
+vec4 keyVec(uint row, uint v) {
+#if D_VEC4
+  return k_cache_v4[row * DIM_VECS + v];
+#else
+  vec4 r = vec4(0.0);
+  [[unroll]] for (uint c = 0; c < 4u; ++c)
+    if (4u * v + c < HEAD_DIM) r[c] = load_k_cache(row * HEAD_DIM + 4u * v + c);
+  return r;
+#endif
+}
+
+vec4 valueVec(uint row, uint v) {
+#if D_VEC4
+  return v_cache_v4[row * DIM_VECS + v];
+#else
+  vec4 r = vec4(0.0);
+  [[unroll]] for (uint c = 0; c < 4u; ++c)
+    if (4u * v + c < HEAD_DIM) r[c] = load_v_cache(row * HEAD_DIM + 4u * v + c);
+  return r;
+#endif
+}
 
 // The max (or sum) over the workgroup of each head's value, into reduced_ (all invocations must call it).
 void reduceHeads(float values[QH], bool isMax) {
@@ -46,7 +81,7 @@ void reduceHeads(float values[QH], bool isMax) {
   for (uint h = 0; h < QH; ++h) {
     partials_[tid] = values[h];
     barrier();
-    for (uint s = WORKGROUP / 2u; s > 0u; s >>= 1) {
+    for (uint s = LANES / 2u; s > 0u; s >>= 1) {
       if (tid < s) partials_[tid] = isMax ? max(partials_[tid], partials_[tid + s]) : partials_[tid] + partials_[tid + s];
       barrier();
     }
@@ -62,7 +97,7 @@ uint maxIndex(uint x, uint split, uint h) { return XS * SPLITS * QH * HEAD_DIM +
 uint sumIndex(uint x, uint split, uint h) { return maxIndex(x, split, h) + XS * SPLITS * QH; }
 
 void main() {
-  uint tid = gl_LocalInvocationID.x, x = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
+  uint lane = gl_LocalInvocationID.x, x = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
   uint kvHead = x / HEAD_GROUPS, head0 = kvHead * GROUP + (x % HEAD_GROUPS) * QH;
   uint position = state_.position;
   uint first = (WINDOW > 0u && position + 1u > WINDOW) ? position + 1u - WINDOW : 0u;
@@ -71,114 +106,134 @@ void main() {
   if (split >= activeSplits) return;
   uint chunk = (len + activeSplits - 1u) / activeSplits;
   uint begin = min(first + split * chunk, position + 1u), end = min(begin + chunk, position + 1u);
+  uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
 
-  for (uint i = tid; i < QH * HEAD_DIM; i += WORKGROUP) {
-    float v = load_q(head0 * HEAD_DIM + i) * SCALE;
-#if D_VEC4
-    queries_[i >> 2][i & 3u] = v;
-#else
-    queries_[i] = v;
-#endif
+  for (uint i = lane; i < QH * DIM_VECS; i += LANES) {
+    uint h = i / DIM_VECS, v = i % DIM_VECS;
+    vec4 q = vec4(0.0);
+    [[unroll]] for (uint c = 0; c < 4u; ++c)
+      if (4u * v + c < HEAD_DIM) q[c] = load_q((head0 + h) * HEAD_DIM + 4u * v + c) * SCALE;
+    queries_[h][v] = q;
   }
   barrier();
 
-  float runningMax[QH], runningSum[QH], acc[QH][DIMS_PER_INVOCATION];
+  float runningMax[QH], laneSum[QH];
+  vec4 acc[QH][VECS_PER_LANE];
   [[unroll]] for (uint h = 0; h < QH; ++h) {
-    runningMax[h] = NO_SCORE, runningSum[h] = 0.0;
-    [[unroll]] for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) acc[h][i] = 0.0;
+    runningMax[h] = NO_SCORE, laneSum[h] = 0.0;
+    [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] = vec4(0.0);
   }
 
-  for (uint block = begin; block < end; block += WORKGROUP) {
-    uint key = block + tid;
+  uint rows = kvHead * SEQ;
+  for (uint block = begin; block < end; block += LANES) {
+    uint key = block + lane;
+    bool live = key < end;
     float score[QH];
-    [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = NO_SCORE;
-    if (key < end) {
-      [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = 0.0;
-#if D_VEC4
-      uint base = (kvHead * SEQ + key) * (HEAD_DIM / 4u);
-      for (uint d = 0; d < HEAD_DIM / 4u; ++d) {
-        vec4 k = k_cache_v4[base + d];
-        [[unroll]] for (uint h = 0; h < QH; ++h) score[h] += dot(queries_[h * (HEAD_DIM / 4u) + d], k);
-      }
-#else
-      uint base = (kvHead * SEQ + key) * HEAD_DIM;
-      for (uint d = 0; d < HEAD_DIM; ++d) {
-        float k = load_k_cache(base + d);
-        [[unroll]] for (uint h = 0; h < QH; ++h) score[h] += queries_[h * HEAD_DIM + d] * k;
-      }
-#endif
+    [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = 0.0;
+    for (uint v0 = 0; v0 < DIM_VECS; v0 += K_BATCH) {
+      vec4 k[K_BATCH];
+      [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
+        k[v] = live && v0 + v < DIM_VECS ? keyVec(rows + key, v0 + v) : vec4(0.0);
+      [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
+        if (v0 + v < DIM_VECS)
+          [[unroll]] for (uint h = 0; h < QH; ++h) score[h] += dot(queries_[h][v0 + v], k[v]);
     }
+    [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = live ? score[h] : NO_SCORE;
+
     reduceHeads(score, true);
-    float correction[QH], weight[QH];
+    float correction[QH];
     [[unroll]] for (uint h = 0; h < QH; ++h) {
       float newMax = max(runningMax[h], reduced_[h]);
       correction[h] = exp(runningMax[h] - newMax);
-      weight[h] = key < end ? exp(score[h] - newMax) : 0.0;
-      p_[h][tid] = weight[h];
+      float p = live ? exp(score[h] - newMax) : 0.0;
+      p_[h][lane] = p;
+      laneSum[h] = laneSum[h] * correction[h] + p;
       runningMax[h] = newMax;
     }
-    reduceHeads(weight, false);  // its barriers also publish p_
-    uint count = min(WORKGROUP, end - block);
-    [[unroll]] for (uint h = 0; h < QH; ++h) runningSum[h] = runningSum[h] * correction[h] + reduced_[h];
-    [[unroll]] for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
-      uint d = tid + i * WORKGROUP;
-      if (d < HEAD_DIM) {
-        float a[QH];
-        [[unroll]] for (uint h = 0; h < QH; ++h) a[h] = acc[h][i] * correction[h];
-        for (uint j = 0; j < count; ++j) {
-          float v = load_v_cache((kvHead * SEQ + block + j) * HEAD_DIM + d);
-          [[unroll]] for (uint h = 0; h < QH; ++h) a[h] += p_[h][j] * v;
+    barrier();  // p_ published
+
+    uint count = min(LANES, end - block);
+    [[unroll]] for (uint h = 0; h < QH; ++h)
+      [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] *= correction[h];
+    [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
+      uint v = rowLane + i * ROW_LANES;
+      if (v < DIM_VECS) {
+        vec4 values[KEYS_PER_GROUP];
+        [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j) {
+          uint at = keyGroup + j * KEY_GROUPS;
+          values[j] = at < count ? valueVec(rows + block + at, v) : vec4(0.0);
         }
-        [[unroll]] for (uint h = 0; h < QH; ++h) acc[h][i] = a[h];
+        [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j)
+          [[unroll]] for (uint h = 0; h < QH; ++h) acc[h][i] += p_[h][keyGroup + j * KEY_GROUPS] * values[j];
       }
     }
     barrier();  // p_ is rewritten by the next block
   }
 
+  reduceHeads(laneSum, false);
+  float runningSum[QH];
+  [[unroll]] for (uint h = 0; h < QH; ++h) runningSum[h] = reduced_[h];
+  // The key groups' accumulators into group 0's.
+  if (KEY_GROUPS > 1u) {
+    if (keyGroup > 0u)
+      [[unroll]] for (uint h = 0; h < QH; ++h)
+        [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) groupAcc_[keyGroup - 1u][h][i][rowLane] = acc[h][i];
+    barrier();
+    if (keyGroup == 0u)
+      for (uint g = 1u; g < KEY_GROUPS; ++g)
+        [[unroll]] for (uint h = 0; h < QH; ++h)
+          [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] += groupAcc_[g - 1u][h][i][rowLane];
+  }
+
   if (activeSplits == 1u) {
-    [[unroll]] for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
-      uint d = tid + i * WORKGROUP;
-      if (d < HEAD_DIM)
-        [[unroll]] for (uint h = 0; h < QH; ++h) store_result((head0 + h) * HEAD_DIM + d, acc[h][i] / runningSum[h]);
-    }
+    if (keyGroup == 0u)
+      [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
+        uint v = rowLane + i * ROW_LANES;
+        [[unroll]] for (uint h = 0; h < QH; ++h)
+          [[unroll]] for (uint c = 0; c < 4u; ++c)
+            if (v < DIM_VECS && 4u * v + c < HEAD_DIM)
+              store_result((head0 + h) * HEAD_DIM + 4u * v + c, acc[h][i][c] / runningSum[h]);
+      }
     return;
   }
 
   // Publish this split's partial, then count it in; the last split of x combines.
-  [[unroll]] for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
-    uint d = tid + i * WORKGROUP;
-    if (d < HEAD_DIM)
-      [[unroll]] for (uint h = 0; h < QH; ++h) partial_[accIndex(x, split, h, d)] = acc[h][i];
-  }
-  if (tid == 0u)
+  if (keyGroup == 0u)
+    [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
+      uint v = rowLane + i * ROW_LANES;
+      [[unroll]] for (uint h = 0; h < QH; ++h)
+        [[unroll]] for (uint c = 0; c < 4u; ++c)
+          if (v < DIM_VECS && 4u * v + c < HEAD_DIM) partial_[accIndex(x, split, h, 4u * v + c)] = acc[h][i][c];
+    }
+  if (lane == 0u)
     [[unroll]] for (uint h = 0; h < QH; ++h) {
       partial_[maxIndex(x, split, h)] = runningMax[h];
       partial_[sumIndex(x, split, h)] = runningSum[h];
     }
   memoryBarrierBuffer();
   barrier();
-  if (tid == 0u) last_ = atomicAdd(counters[x], 1) == int(activeSplits) - 1;
+  if (lane == 0u) last_ = atomicAdd(counters[x], 1) == int(activeSplits) - 1;
   barrier();
   if (!last_) return;
   memoryBarrierBuffer();
-  if (tid == 0u) atomicExchange(counters[x], 0);  // ready for the next layer and step
-  if (tid < QH) {
+  if (lane == 0u) atomicExchange(counters[x], 0);  // ready for the next layer and step
+  // Each split's weight per head: exp(max_s - max) / sum over splits of exp(max_s - max) · sum_s.
+  if (lane < QH) {
     float m = NO_SCORE;
-    for (uint s = 0; s < activeSplits; ++s) m = max(m, partial_[maxIndex(x, s, tid)]);
+    for (uint s = 0; s < activeSplits; ++s) m = max(m, partial_[maxIndex(x, s, lane)]);
     float total = 0.0;
-    for (uint s = 0; s < activeSplits; ++s) total += exp(partial_[maxIndex(x, s, tid)] - m) * partial_[sumIndex(x, s, tid)];
-    combineMax_[tid] = m;
-    combineSum_[tid] = total;
+    for (uint s = 0; s < activeSplits; ++s) {
+      float w = exp(partial_[maxIndex(x, s, lane)] - m);
+      combineWeight_[s][lane] = w;
+      total += w * partial_[sumIndex(x, s, lane)];
+    }
+    for (uint s = 0; s < activeSplits; ++s) combineWeight_[s][lane] /= total;
   }
   barrier();
-  [[unroll]] for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
-    uint d = tid + i * WORKGROUP;
-    if (d < HEAD_DIM)
-      [[unroll]] for (uint h = 0; h < QH; ++h) {
-        float out_ = 0.0;
-        for (uint s = 0; s < activeSplits; ++s)
-          out_ += exp(partial_[maxIndex(x, s, h)] - combineMax_[h]) * partial_[accIndex(x, s, h, d)];
-        store_result((head0 + h) * HEAD_DIM + d, out_ / combineSum_[h]);
-      }
+  for (uint e = lane; e < QH * HEAD_DIM; e += LANES) {
+    uint h = e / HEAD_DIM, d = e % HEAD_DIM;
+    float out_ = 0.0;
+    for (uint s = 0; s < activeSplits; ++s) out_ += combineWeight_[s][h] * partial_[accIndex(x, s, h, d)];
+    store_result((head0 + h) * HEAD_DIM + d, out_);
   }
 }

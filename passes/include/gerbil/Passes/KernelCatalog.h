@@ -35,18 +35,6 @@ struct GemvShape {
 };
 GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows);
 
-// Decode attention (attention_decode.glsl): workgroup x handles `queryHeads` query heads of kv head
-// x / headGroups, y one of `splits` chunks of the cached positions (at least minChunk each). Enough splits
-// that kvHeads * headGroups * splits is ~256 workgroups at long contexts.
-struct DecodeAttentionShape {
-  int64_t workgroup;
-  int64_t queryHeads;
-  int64_t headGroups;
-  int64_t splits;
-  int64_t minChunk;
-};
-DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim);
-
 // The grouped projections (gerbil-group-qkv, gerbil-group-gate-up): one gemv.glsl launch in decode over
 // all the group's weights. q/k/v: ceil(N / rows) workgroups for each of q, k and v (rotary pairs stay in one
 // workgroup). gate/up: ceil(N / outputs) workgroups.
