@@ -1,6 +1,7 @@
 #include "compiler/codegen/PlanBuilder.h"
 
 #include "compiler/codegen/AttentionKernel.h"
+#include "compiler/codegen/GemvKernel.h"
 #include "compiler/codegen/KernelWriter.h"
 #include "compiler/codegen/MatMulKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
@@ -288,23 +289,26 @@ private:
           auto linear = dyn_cast<gd::LinearOp>(m);
           if (decode) {
             // The one-token gemv (gemv.glsl).
-            bool norm = linear && linear.getNorm(), residual = linear && linear.getResidual();
-            define("K", uintValue(rowWidth(m->getOperand(0))));
-            define("N", uintValue(rowWidth(m->getResult(0))));
-            define("NORM_PROLOGUE", norm ? "1" : "0");
-            define("RESIDUAL", residual ? "1" : "0");
-            if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
-            k.source.templateFile = "gemv.glsl";
-            defineGemv(k, "MODE_SINGLE", rowWidth(m->getOperand(0)), rowWidth(m->getResult(0)),
-                       operandDType(gd::outsideDispatch(m->getOperand(1))));
-            bind("x", Access::Read, operand(0));
-            bind("w", Access::Read, operand(1));
+            GemvSpec spec;
+            spec.k = rowWidth(m->getOperand(0));
+            spec.n = rowWidth(m->getResult(0));
+            spec.norm = linear && linear.getNorm();
+            spec.residual = linear && linear.getResidual();
+            if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
+            spec.weight = operandDType(gd::outsideDispatch(m->getOperand(1)));
+            spec.subgroupOps = options_.subgroupOps;
+            if (spec.norm && operandDType(gd::outsideDispatch(m->getOperand(2))) != plan::DType::F32)
+              throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
+                                 "': the decode gemv reads its norm weight as f32");
+            std::array<int64_t, 3> workgroup = k.source.workgroup;
+            k.source = gemvKernel(spec);
+            if (k.source.workgroup != workgroup)
+              throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
+                                 "' was formed for another workgroup size than its kernel's");
             // Operand order of gerbil.linear: input, weight, [norm], [residual].
-            unsigned next = 2;
-            if (norm) bind("g", Access::Read, operand(next++));
-            if (residual) bind("residual", Access::Read, operand(next++));
-            bind("result", Access::Write, result);
-            addGemvViews(k);
+            unsigned next = 0;
+            for (const KernelBinding &b : k.source.bindings)
+              k.origins.push_back(b.name == "result" ? result : operand(next++));
             return;
           }
           // Prefill: the tiled or the tensor-core matmul, as the catalog chose.
@@ -399,27 +403,6 @@ private:
     return k;
   }
 
-  // The defines of gemv.glsl for a K -> N projection (N outputs; with MODE_GATE_UP, N gate/up pairs).
-  void defineGemv(KernelInstance &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights) {
-    gd::GemvShape shape = gd::gemvShape(kDim, n, mode == "MODE_GATE_UP");
-    auto define = [&](const std::string &name, const std::string &value) {
-      k.source.defines.emplace_back(name, value);
-    };
-    for (const char *m : {"MODE_SINGLE", "MODE_GATE_UP", "MODE_QKV"}) define(m, mode == m ? "1" : "0");
-    int64_t perLoad = weights == plan::DType::F32 ? 4 : 8;
-    define("ROWS", uintValue(shape.rows));
-    define("VEC_LOADS", kDim % perLoad == 0 ? "1" : "0");
-    define("W_PACKED16", weights == plan::DType::F32 ? "0" : "1");
-    define("W_BF16", weights == plan::DType::BF16 ? "1" : "0");
-    k.source.subgroupOps = options_.subgroupOps;
-  }
-
-  // 16-byte views of the gemv's input, norm weight and weight matrices.
-  static void addGemvViews(KernelInstance &k) {
-    for (auto &b : k.source.bindings)
-      if (b.name == "x" || b.name == "g" || b.name.rfind("w", 0) == 0) b.vec4View = true;
-  }
-
   // The decode kernel of a fusion group (gerbil-group-qkv, gerbil-group-gate-up): one gemv.glsl launch over
   // all the group's weights, with the bias adds, RoPE, KV-cache write or activation of its body in the
   // epilogue. The body holds the projections in order (q, k, v or gate, up), each followed by its bias add.
@@ -456,7 +439,6 @@ private:
     KernelInstance k;
     ArrayRef<int64_t> wg = *dispatch.getDecodeWorkgroup();
     k.source.workgroup = {wg[0], wg[1], wg[2]};
-    k.source.templateFile = "gemv.glsl";
     auto define = [&](const std::string &name, const std::string &value) {
       k.source.defines.emplace_back(name, value);
     };
@@ -491,7 +473,7 @@ private:
     if (qkv) {
       int64_t nq = rowWidth(projections[0]->getResult(0)), nk = rowWidth(projections[1]->getResult(0)),
               nv = rowWidth(projections[2]->getResult(0));
-      defineGemv(k, "MODE_QKV", kDim, nq + nk + nv, weights);
+      defineGemv(k.source, "MODE_QKV", kDim, nq + nk + nv, weights, options_.subgroupOps);
       gd::GemvShape shape = gd::qkvShape(kDim, nq, nk, nv);
       auto groups = [&](int64_t n) { return uintValue((n + shape.rows - 1) / shape.rows); };
       define("N_Q", uintValue(nq));
@@ -533,14 +515,17 @@ private:
       if (headDim) define("HEAD_DIM", uintValue(headDim));
     } else {
       int64_t n = rowWidth(projections[0]->getResult(0));
-      defineGemv(k, "MODE_GATE_UP", kDim, n, weights);
+      defineGemv(k.source, "MODE_GATE_UP", kDim, n, weights, options_.subgroupOps);
       define("N", uintValue(n));
       auto gelu = dyn_cast<gd::GELUOp>(activation);
       define("ACT_SILU", gelu ? "0" : "1");
       define("GELU_TANH", gelu && gelu.getTanhApproximation() ? "1" : "0");
       bind("result", Access::Write, yield->getOperand(0));
     }
-    addGemvViews(k);
+    if (k.source.workgroup != std::array<int64_t, 3>{wg[0], wg[1], wg[2]})
+      throw CodegenError("fusion group '" + label +
+                         "' was formed for another workgroup size than its kernel's");
+    addGemvViews(k.source);
     return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
   }
 

@@ -35,16 +35,6 @@ KernelChoice choice(MLIRContext *ctx, StringRef kernel, int64_t wg, AffineExpr x
 
 } // namespace
 
-GemvShape mlir::gerbil::gemvShape(int64_t, int64_t n, bool pairedRows) {
-  // n: outputs. 4 pairs per workgroup for large projections, 2 else; 32 invocations (a subgroup on NVIDIA)
-  // per pair, so that no subgroup idles there.
-  GemvShape shape;
-  shape.pairedRows = pairedRows;
-  shape.rows = n >= 8192 ? 8 : 4;
-  shape.workgroup = 16 * shape.rows;
-  return shape;
-}
-
 namespace {
 KernelChoice decodeOnly(MLIRContext *ctx, StringRef kernel, int64_t workgroup, int64_t groups) {
   AffineExpr one = getAffineConstantExpr(1, ctx);

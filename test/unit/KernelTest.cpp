@@ -7,8 +7,10 @@
 // grouped-query heads, sliding windows and head dims that do not split evenly over the lanes; decode's split
 // attention of one query over one and many splits.
 #include "compiler/codegen/AttentionKernel.h"
+#include "compiler/codegen/GemvKernel.h"
 #include "compiler/codegen/MatMulKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
+#include "gerbil/Passes/KernelShapes.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
 
@@ -227,6 +229,108 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
           if (IsSkipped()) return;
           ASSERT_FALSE(HasFatalFailure()) << target;
         }
+}
+
+// Decode's gemv (one token): shapes that take one team per pair of rows and several (long rows of narrow
+// projections), K not a multiple of 8 (scalar loads) and rows that end inside an unrolled step, every weight
+// type, with and without the norm prologue and the residual, with subgroup operations and without.
+class GemvKernelTest : public MatMulKernelTest {
+protected:
+  void checkGemv(codegen::GemvSpec spec) {
+    const int64_t n = spec.n, k = spec.k;
+    std::mt19937 rng(static_cast<uint32_t>(n * 104729 + k + spec.norm * 7 + spec.residual * 13));
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    std::vector<float> x(k), w(n * k), g(k), residual(n);
+    for (float &v : x) v = uniform(rng);
+    for (float &v : w) v = weightValue(rng);
+    for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
+    for (float &v : residual) v = uniform(rng);
+    double scale = 1.0;
+    if (spec.norm) {
+      double sumSquares = 0;
+      for (float v : x) sumSquares += double(v) * v;
+      scale = 1.0 / std::sqrt(sumSquares / double(k) + spec.eps);
+    }
+    std::vector<double> expected(n);
+    for (int64_t row = 0; row < n; ++row) {
+      double sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += double(x[i]) * (spec.norm ? g[i] : 1.0) * w[row * k + i];
+      expected[row] = sum * scale + (spec.residual ? residual[row] : 0.0);
+    }
+
+    codegen::KernelSource source = codegen::gemvKernel(spec);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "gemv test kernel");
+    auto upload = [&](const void *data, size_t bytes, const std::string &name) {
+      vk::Buffer b = ctx_->createBuffer(std::max<size_t>(bytes, 16), name);
+      ctx_->upload(b, 0, data, bytes);
+      return b;
+    };
+    std::vector<uint8_t> packed = packWeights(w, spec.weight);
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(x.data(), x.size() * 4, "x"));
+    buffers.push_back(upload(packed.data(), packed.size(), "w"));
+    if (spec.norm) buffers.push_back(upload(g.data(), g.size() * 4, "g"));
+    if (spec.residual) buffers.push_back(upload(residual.data(), residual.size() * 4, "residual"));
+    buffers.push_back(ctx_->createBuffer(n * 4, "result"));
+    ctx_->fill(buffers.back(), 0x7fc00000u);
+    buffers.push_back(ctx_->createBuffer(64, "state"));
+    ctx_->fill(buffers.back(), 0);
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+    std::vector<vk::BufferRange> ranges;
+    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
+    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
+                                                 plan::kPushConstantBytes, "gemv test kernel");
+    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
+    std::array<uint32_t, 3> grid = codegen::gemvGrid(spec);
+    uint32_t push[2] = {1, 0};
+    VkCommandBuffer cmd = ctx_->beginCommands();
+    ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
+    ctx_->submitAndWait(cmd);
+    std::vector<float> result(n);
+    ctx_->download(buffers[buffers.size() - 2], 0, result.data(), result.size() * 4);
+    double tolerance = 1e-5 * double(k) + 1e-4;
+    for (int64_t row = 0; row < n; ++row)
+      ASSERT_NEAR(result[row], expected[row], tolerance)
+          << "N=" << n << " K=" << k << " norm=" << spec.norm << " residual=" << spec.residual
+          << " subgroup ops=" << spec.subgroupOps << ": output " << row;
+  }
+};
+
+TEST_F(GemvKernelTest, MatchesTheReference) {
+  // N, K: one team per pair (wide), two and eight teams (narrow, long rows), a row that ends inside an
+  // unrolled step, K not a multiple of 8 or of 4, an odd number of rows.
+  const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {24, 1040}, {8, 4864}, {6, 4104},
+                                                {33, 37}, {5, 100},   {300, 520}};
+  for (auto [n, k] : shapes)
+    for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16, plan::DType::F32})
+      for (int variant = 0; variant < 4; ++variant) {
+        if (dtype != plan::DType::F16 && variant != 1) continue;
+        codegen::GemvSpec spec;
+        spec.n = n, spec.k = k, spec.weight = dtype;
+        spec.norm = variant & 1, spec.residual = variant & 2, spec.eps = 1e-5;
+        checkGemv(spec);
+        ASSERT_FALSE(HasFatalFailure());
+      }
+  for (auto [n, k] : {shapes[1], shapes[2], shapes[4]}) {
+    codegen::GemvSpec spec;
+    spec.n = n, spec.k = k, spec.weight = plan::DType::F16, spec.norm = true, spec.eps = 1e-5;
+    spec.subgroupOps = false;
+    checkGemv(spec);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
+
+TEST(GemvShape, SplitsLongRowsOfNarrowProjections) {
+  using mlir::gerbil::gemvShape;
+  EXPECT_EQ(gemvShape(4096, 28672, false).split, 1); // wide: many pairs already
+  EXPECT_EQ(gemvShape(4096, 4096, false).split, 4);
+  EXPECT_EQ(gemvShape(14336, 4096, false).split, 4);
+  EXPECT_EQ(gemvShape(4864, 896, false).split, 8);
+  EXPECT_EQ(gemvShape(896, 1152, false).split, 1); // short rows: every load is in flight already
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 4096}, {4864, 896}, {64, 64}}) {
+    mlir::gerbil::GemvShape shape = gemvShape(k, n, false);
+    EXPECT_EQ(shape.workgroup, shape.rows / 2 * shape.split * 32) << k << "x" << n;
+  }
 }
 
 struct AttentionCase {

@@ -1,14 +1,16 @@
 // The one-token matmul that decode steps run: gerbil.linear, and the grouped projections (q/k/v, gate/up)
-// with their epilogues. Reading the weights is the whole cost, so (the design measured to stream ~3.4 TB/s
-// of f16 weights on an H200):
-//  - one team of invocations per pair of rows: a subgroup (SUBGROUP_OPS; else 32 invocations reducing
-//    through shared memory); its lanes stride over K with 16-byte loads (8 f16/bf16 or 4 f32 weights;
-//    VEC_LOADS), two steps at a time, so each lane has four weight loads in flight;
+// with their epilogues. Reading the weights is the whole cost, and a decode step is a chain of such launches,
+// so each launch must have all of its weight bytes in flight almost at once:
+//  - a pair of rows is summed by SPLIT teams of 32 invocations (INV in all), which stride over K together
+//    with 16-byte loads (8 f16/bf16 or 4 f32 weights; VEC_LOADS); the catalog picks SPLIT so that narrow
+//    projections with long rows still spread over thousands of subgroups;
+//  - each invocation issues UNROLL steps of loads (both rows, and the input) before it uses any of them; the
+//    steps past the end of the row load a valid address and are not used, so no branch holds the loads back;
 //  - the input row is read from global memory by every team (it stays in L1/L2); an RMSNorm prologue
 //    multiplies it by the norm weight as it goes and sums its squares in the same loop (1/rms multiplies
 //    the dot products at the end);
-//  - one subgroupAdd at the end; no shared memory and no barriers; a workgroup has ROWS / 2 pairs, taken
-//    by its teams in turn, and many workgroups stay resident per multiprocessor.
+//  - the pair's invocations reduce with subgroupAdd, and through shared memory across subgroups (when
+//    SPLIT > 1, or on devices with subgroups under 32), or through shared memory alone.
 // Modes, by what the two rows of a pair are and where their sums go (grid (WORKGROUPS, 1, 1)):
 //   MODE_SINGLE   rows 2p, 2p + 1 of w; result[row] (+ residual[row] with RESIDUAL).
 //   MODE_GATE_UP  row p of w_gate and of w_up; result[p] = act(gate + bias_gate) * (up + bias_up).
@@ -16,41 +18,50 @@
 //                 w_v; sums (+ bias) go to result_q, result_k, result_v, or with ROPE rotated (q, k) and with
 //                 KV_WRITE into the KV cache (k, v) at the step's position. In rotated parts a pair is two
 //                 rows that rotate together (d, d + ROTARY_DIM / 2), so the rotation needs nothing else.
-const uint PAIRS = ROWS / 2u;  // per workgroup
+const uint PAIRS = ROWS / 2u;   // per workgroup
+const uint INV = 32u * SPLIT;   // invocations per pair
+const uint UNROLL = 4u;         // 16-byte steps per row in flight per invocation
 
+shared vec3 pairPartials_[WORKGROUP];
+
+// The invocation's place: pairs take INV consecutive places. With subgroup operations, places follow the
+// subgroups, so that a subgroup of at most INV invocations lies within one pair.
+uint place() {
 #if SUBGROUP_OPS
-#define TEAM_SIZE gl_SubgroupSize
-#define TEAMS gl_NumSubgroups
-#define TEAM gl_SubgroupID
-#define LANE gl_SubgroupInvocationID
+  return gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
 #else
-#define TEAM_SIZE 32u
-#define TEAMS (WORKGROUP / 32u)
-#define TEAM (gl_LocalInvocationID.x / 32u)
-#define LANE (gl_LocalInvocationID.x % 32u)
-shared vec3 teamPartials_[WORKGROUP];
+  return gl_LocalInvocationIndex;
 #endif
+}
 
-// The sums of the team's lanes (every invocation of the workgroup calls it).
-vec3 teamSum(vec3 v) {
+// The sum over the pair's invocations, valid in its first (every invocation of the workgroup calls it).
+vec3 pairSum(vec3 v, uint at) {
+  uint lane = at % INV;
 #if SUBGROUP_OPS
-  return subgroupAdd(v);
-#else
-  uint tid = gl_LocalInvocationID.x;
-  teamPartials_[tid] = v;
+  if (gl_SubgroupSize <= INV) {  // uniform: the same for every invocation
+    v = subgroupAdd(v);
+    if (gl_SubgroupSize == INV) return v;
+    if (subgroupElect()) pairPartials_[gl_SubgroupID] = v;
+    barrier();
+    if (lane == 0u) {
+      uint first = at / gl_SubgroupSize, count = INV / gl_SubgroupSize;
+      for (uint i = 1u; i < count; ++i) v += pairPartials_[first + i];
+    }
+    return v;
+  }
+#endif
+  pairPartials_[at] = v;
   barrier();
-  for (uint s = 16u; s > 0u; s >>= 1) {
-    if (LANE < s) teamPartials_[tid] += teamPartials_[tid + s];
+  for (uint s = INV / 2u; s > 0u; s >>= 1) {
+    if (lane < s) pairPartials_[at] += pairPartials_[at + s];
     barrier();
   }
-  vec3 total = teamPartials_[TEAM * 32u];
-  barrier();
-  return total;
-#endif
+  return pairPartials_[at];
 }
 
 #if W_PACKED16
 const uint PER_LOAD = 8u;
+#define WVEC uvec4
 float dot8(uvec4 w, vec4 xa, vec4 xb) {
 #if W_BF16
   vec4 lo = vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.y << 16), uintBitsToFloat(w.z << 16), uintBitsToFloat(w.w << 16));
@@ -63,55 +74,49 @@ float dot8(uvec4 w, vec4 xa, vec4 xb) {
   return dot(vec4(a, b), xa) + dot(vec4(c, d), xb);
 #endif
 }
+// Step u: the 16-byte load k of both rows, the input (and norm weight) under it.
+#define LOAD_INPUT(u, k) xa[u] = x_v4[2u * (k)], xb[u] = x_v4[2u * (k) + 1u];
+#define LOAD_NORM(u, k) ga[u] = g_v4[2u * (k)], gb[u] = g_v4[2u * (k) + 1u];
+#define USE_NORM(u)                                   \
+  sums.z += dot(xa[u], xa[u]) + dot(xb[u], xb[u]);    \
+  xa[u] *= ga[u], xb[u] *= gb[u];
+#define DOTS(u) sums.x += dot8(wa[u], xa[u], xb[u]), sums.y += dot8(wb[u], xa[u], xb[u]);
 #else
 const uint PER_LOAD = 4u;
+#define WVEC vec4
+#define LOAD_INPUT(u, k) xa[u] = x_v4[k];
+#define LOAD_NORM(u, k) ga[u] = g_v4[k];
+#define USE_NORM(u)              \
+  sums.z += dot(xa[u], xa[u]);   \
+  xa[u] *= ga[u];
+#define DOTS(u) sums.x += dot(wa[u], xa[u]), sums.y += dot(wb[u], xa[u]);
 #endif
 const uint ROW_LOADS = K / PER_LOAD;
 
-// One 16-byte step k of the two rows' dot products (rows rowA of WA and rowB of WB), with the norm
-// prologue's weight and sum of squares (NORM_IN) on the step's inputs.
-#if W_PACKED16
 #if NORM_PROLOGUE
-#define NORM_IN(xa, xb, k)                    \
-  sums.z += dot(xa, xa) + dot(xb, xb);        \
-  xa *= g_v4[2u * (k)];                       \
-  xb *= g_v4[2u * (k) + 1u];
+#define LOAD_STEP_NORM(u, k) LOAD_NORM(u, k)
+#define USE_STEP_NORM(u) USE_NORM(u)
 #else
-#define NORM_IN(xa, xb, k)
-#endif
-#define STEP(WA, WB, k)                                                   \
-  {                                                                       \
-    vec4 xa = x_v4[2u * (k)], xb = x_v4[2u * (k) + 1u];                   \
-    NORM_IN(xa, xb, k)                                                    \
-    sums.x += dot8(WA[rowA * ROW_LOADS + (k)], xa, xb);                   \
-    sums.y += dot8(WB[rowB * ROW_LOADS + (k)], xa, xb);                   \
-  }
-#else
-#if NORM_PROLOGUE
-#define NORM_IN(xa, k)                        \
-  sums.z += dot(xa, xa);                      \
-  xa *= g_v4[k];
-#else
-#define NORM_IN(xa, k)
-#endif
-#define STEP(WA, WB, k)                                                   \
-  {                                                                       \
-    vec4 xa = x_v4[k];                                                    \
-    NORM_IN(xa, k)                                                        \
-    sums.x += dot(WA[rowA * ROW_LOADS + (k)], xa);                        \
-    sums.y += dot(WB[rowB * ROW_LOADS + (k)], xa);                        \
-  }
+#define LOAD_STEP_NORM(u, k)
+#define USE_STEP_NORM(u)
 #endif
 
 #if VEC_LOADS
-#define ACCUMULATE(WA, WB)                                                \
-  {                                                                       \
-    uint k = LANE;                                                        \
-    for (; k + TEAM_SIZE < ROW_LOADS; k += 2u * TEAM_SIZE) {              \
-      STEP(WA, WB, k)                                                     \
-      STEP(WA, WB, k + TEAM_SIZE)                                         \
-    }                                                                     \
-    if (k < ROW_LOADS) STEP(WA, WB, k)                                    \
+#define ACCUMULATE(WA, WB)                                                       \
+  for (uint k0 = lane; k0 < ROW_LOADS; k0 += UNROLL * INV) {                     \
+    WVEC wa[UNROLL], wb[UNROLL];                                                 \
+    vec4 xa[UNROLL], xb[UNROLL], ga[UNROLL], gb[UNROLL];                         \
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u) {                               \
+      uint k = min(k0 + u * INV, ROW_LOADS - 1u);                                \
+      wa[u] = WA[rowA * ROW_LOADS + k], wb[u] = WB[rowB * ROW_LOADS + k];        \
+      LOAD_INPUT(u, k)                                                           \
+      LOAD_STEP_NORM(u, k)                                                       \
+    }                                                                            \
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u)                                 \
+      if (k0 + u * INV < ROW_LOADS) {                                            \
+        USE_STEP_NORM(u)                                                         \
+        DOTS(u)                                                                  \
+      }                                                                          \
   }
 #else
 // Rows that are not 16-byte aligned: one weight at a time.
@@ -121,7 +126,7 @@ const uint ROW_LOADS = K / PER_LOAD;
 #define NORM_SCALAR(x, k)
 #endif
 #define ACCUMULATE(WA, WB)                                                \
-  for (uint k = LANE; k < K; k += TEAM_SIZE) {                            \
+  for (uint k = lane; k < K; k += INV) {                                  \
     float x = load_x(k);                                                  \
     NORM_SCALAR(x, k)                                                     \
     sums.x += WA(rowA * K + k) * x;                                       \
@@ -194,90 +199,86 @@ void main() {
   bool rotated = ROPE != 0 && part < 2u;
 #endif
 
-  // Every team takes every TEAMS-th pair of the workgroup; the loop is uniform (the fallback's
-  // reductions have barriers).
-  for (uint base = 0u; base < PAIRS; base += TEAMS) {
-    uint pair = base + TEAM;
-    // The two rows of the pair; a row past the end is read as the last one and not stored.
-    uint rowA, rowB;
-    bool liveA, liveB;
+  uint at = place(), pair = at / INV, lane = at % INV;
+  // The two rows of the pair; a row past the end is read as the last one and not stored.
+  uint rowA, rowB;
+  bool liveA, liveB;
 #if MODE_SINGLE
-    rowA = (group * PAIRS + pair) * 2u, rowB = rowA + 1u;
-    liveA = pair < PAIRS && rowA < N, liveB = pair < PAIRS && rowB < N;
-    rowA = min(rowA, N - 1u), rowB = min(rowB, N - 1u);
+  rowA = (group * PAIRS + pair) * 2u, rowB = rowA + 1u;
+  liveA = rowA < N, liveB = rowB < N;
+  rowA = min(rowA, N - 1u), rowB = min(rowB, N - 1u);
 #elif MODE_GATE_UP
-    rowA = group * PAIRS + pair;
-    liveA = pair < PAIRS && rowA < N, liveB = liveA;
-    rowA = min(rowA, N - 1u), rowB = rowA;
+  rowA = group * PAIRS + pair;
+  liveA = rowA < N, liveB = liveA;
+  rowA = min(rowA, N - 1u), rowB = rowA;
 #else
-    uint p = local * PAIRS + pair;
-    uvec2 rows = uvec2(2u * p, 2u * p + 1u);
+  uint p = local * PAIRS + pair;
+  uvec2 rows = uvec2(2u * p, 2u * p + 1u);
 #if ROPE
-    if (rotated) rows = pairRows(min(p, partRows / 2u - 1u));
+  if (rotated) rows = pairRows(min(p, partRows / 2u - 1u));
 #endif
-    liveA = pair < PAIRS && 2u * p < partRows, liveB = pair < PAIRS && 2u * p + 1u < partRows;
-    rowA = min(rows.x, partRows - 1u), rowB = min(rows.y, partRows - 1u);
+  liveA = 2u * p < partRows, liveB = 2u * p + 1u < partRows;
+  rowA = min(rows.x, partRows - 1u), rowB = min(rows.y, partRows - 1u);
 #endif
 
-    vec3 sums = vec3(0.0);  // row A, row B, the input's sum of squares
-    if (liveA || liveB) {   // uniform within the team
+  vec3 sums = vec3(0.0);  // row A, row B, the input's sum of squares
+  if (liveA || liveB) {   // the same for all of the pair's invocations
 #if VEC_LOADS
 #if MODE_SINGLE
-      ACCUMULATE(w_v4, w_v4)
+    ACCUMULATE(w_v4, w_v4)
 #elif MODE_GATE_UP
-      ACCUMULATE(w_gate_v4, w_up_v4)
+    ACCUMULATE(w_gate_v4, w_up_v4)
 #else
-      if (part == 0u) ACCUMULATE(w_q_v4, w_q_v4)
-      else if (part == 1u) ACCUMULATE(w_k_v4, w_k_v4)
-      else ACCUMULATE(w_v_v4, w_v_v4)
+    if (part == 0u) ACCUMULATE(w_q_v4, w_q_v4)
+    else if (part == 1u) ACCUMULATE(w_k_v4, w_k_v4)
+    else ACCUMULATE(w_v_v4, w_v_v4)
 #endif
 #else
 #if MODE_SINGLE
-      ACCUMULATE(load_w, load_w)
+    ACCUMULATE(load_w, load_w)
 #elif MODE_GATE_UP
-      ACCUMULATE(load_w_gate, load_w_up)
+    ACCUMULATE(load_w_gate, load_w_up)
 #else
-      if (part == 0u) ACCUMULATE(load_w_q, load_w_q)
-      else if (part == 1u) ACCUMULATE(load_w_k, load_w_k)
-      else ACCUMULATE(load_w_v, load_w_v)
+    if (part == 0u) ACCUMULATE(load_w_q, load_w_q)
+    else if (part == 1u) ACCUMULATE(load_w_k, load_w_k)
+    else ACCUMULATE(load_w_v, load_w_v)
 #endif
 #endif
-    }
-    sums = teamSum(sums);
-    if (LANE != 0u || !(liveA || liveB)) continue;
+  }
+  sums = pairSum(sums, at);
+  if (lane != 0u || !(liveA || liveB)) return;
 #if NORM_PROLOGUE
-    float scale = inversesqrt(sums.z / float(K) + EPS);
+  float scale = inversesqrt(sums.z / float(K) + EPS);
 #else
-    float scale = 1.0;
+  float scale = 1.0;
 #endif
-    float a = sums.x * scale, b = sums.y * scale;
+  float a = sums.x * scale, b = sums.y * scale;
 
 #if MODE_SINGLE
 #if RESIDUAL
-    a += load_residual(rowA), b += load_residual(rowB);
+  a += load_residual(rowA), b += load_residual(rowB);
 #endif
-    if (liveA) store_result(rowA, a);
-    if (liveB) store_result(rowB, b);
+  if (liveA) store_result(rowA, a);
+  if (liveB) store_result(rowB, b);
 #elif MODE_GATE_UP
 #if BIAS_GATE
-    a += load_bias_gate(rowA);
+  a += load_bias_gate(rowA);
 #endif
 #if BIAS_UP
-    b += load_bias_up(rowA);
+  b += load_bias_up(rowA);
 #endif
-    store_result(rowA, activation(a) * b);
+  store_result(rowA, activation(a) * b);
 #else
-    a += biasOf(part, rowA), b += biasOf(part, rowB);
+  a += biasOf(part, rowA), b += biasOf(part, rowB);
 #if ROPE
-    uint i = p % PAIRS_PER_HEAD;
-    if (rotated && i < ROTARY_DIM / 2u) {
-      vec2 cs = rotation(i);
-      float ra = a * cs.x - b * cs.y, rb = b * cs.x + a * cs.y;
-      a = ra, b = rb;
-    }
-#endif
-    if (liveA) storeRow(part, rowA, a);
-    if (liveB) storeRow(part, rowB, b);
-#endif
+  uint i = p % PAIRS_PER_HEAD;
+  if (rotated && i < ROTARY_DIM / 2u) {
+    vec2 cs = rotation(i);
+    float ra = a * cs.x - b * cs.y, rb = b * cs.x + a * cs.y;
+    a = ra, b = rb;
   }
+#endif
+  if (liveA) storeRow(part, rowA, a);
+  if (liveB) storeRow(part, rowB, b);
+#endif
 }

@@ -4,7 +4,7 @@
 // "linear_gate_up" dispatch holds gate, its bias, up, silu and mul, and yields the product alone.
 // CHECK-LABEL: func.func @mlp
 // CHECK: %[[M:.*]] = gerbil.dispatch "linear_gate_up"(%arg0, %arg1, %arg3, %arg5, %arg2)
-// CHECK-SAME: decode_grid = #{{.*}}, decode_workgroup = array<i64: 64, 1, 1>
+// CHECK-SAME: decode_grid = #{{.*}}, decode_workgroup = array<i64: 128, 1, 1>
 // CHECK-SAME: -> tensor<?x16xf32>
 // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<?x8xf32>, %[[WG:.*]]: tensor<16x8xf32>, %[[G:.*]]: tensor<8xf32>, %[[B:.*]]: tensor<16xf32>, %[[WU:.*]]: tensor<16x8xf32>):
 // CHECK-NEXT: %[[GATE:.*]] = gerbil.linear %[[X]], %[[WG]] norm(%[[G]])

@@ -11,7 +11,7 @@
 // CHECK: %[[WK:.*]] = gerbil.weight_ref @layers.0.attn.k_proj.weight
 // CHECK: %[[WV:.*]] = gerbil.weight_ref @layers.0.attn.v_proj.weight
 // CHECK: %[[G:.*]]:3 = gerbil.dispatch "linear_qkv"(%[[N]], %[[WQ]], %[[BQ]], %[[WK]], %[[WV]])
-// CHECK-SAME: decode_grid = #{{.*}}, decode_workgroup = array<i64: 64, 1, 1>
+// CHECK-SAME: decode_grid = #{{.*}}, decode_workgroup = array<i64: 128, 1, 1>
 // CHECK-SAME: -> (tensor<?x8xf32>, tensor<?x4xf32>, tensor<?x4xf32>)
 // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<?x8xf32>, %[[Q_W:.*]]: tensor<8x8xf32>, %[[Q_B:.*]]: tensor<8xf32>, %[[K_W:.*]]: tensor<4x8xf32>, %[[V_W:.*]]: tensor<4x8xf32>):
 // CHECK-NEXT: %[[Q:.*]] = gerbil.matmul %[[X]], %[[Q_W]]

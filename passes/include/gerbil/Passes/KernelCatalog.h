@@ -22,19 +22,6 @@ struct KernelChoice {
   std::array<int64_t, 3> decodeWorkgroup = {0, 0, 0}; // and its workgroup size
 };
 
-// The one-token matmul decode runs (gemv.glsl): one subgroup per pair of weight rows, `rows` rows (rows / 2
-// pairs) per workgroup of `workgroup` invocations. For a gate/up group a pair is a gate row and an up row
-// and gives one output, so a workgroup makes rows / 2 outputs. Small workgroups of few rows keep many
-// workgroups resident per multiprocessor (and several hundred even for N of a few thousand); large
-// projections take 8 rows per workgroup.
-struct GemvShape {
-  int64_t workgroup = 64;
-  int64_t rows = 4;
-  bool pairedRows = false;
-  int64_t outputs() const { return pairedRows ? rows / 2 : rows; } // per workgroup
-};
-GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows);
-
 // The grouped projections (gerbil-group-qkv, gerbil-group-gate-up): one gemv.glsl launch in decode over
 // all the group's weights. q/k/v: ceil(N / rows) workgroups for each of q, k and v (rotary pairs stay in one
 // workgroup). gate/up: ceil(N / outputs) workgroups.

@@ -27,6 +27,30 @@ inline constexpr int64_t attentionKeyTile(int64_t headDim) {
   return headDim <= 64 ? 32 : headDim <= 128 ? 16 : 8;
 }
 
+// The one-token matmul decode runs (gemv.glsl): a pair of weight rows is summed by `split` teams of 32
+// invocations that share its K; `rows` rows (rows / 2 pairs) per workgroup of `workgroup` invocations. For a
+// gate/up group a pair is a gate row and an up row and gives one output, so a workgroup makes rows / 2
+// outputs. Long rows of narrow projections are split until there are ~8192 teams (a whole H200's worth of
+// resident subgroups) while each invocation keeps at least two 16-byte loads per row; so every launch has
+// its weights in flight at once instead of streaming them through a few hundred subgroups.
+struct GemvShape {
+  int64_t workgroup = 128;
+  int64_t rows = 8;
+  int64_t split = 1;
+  bool pairedRows = false;
+  int64_t outputs() const { return pairedRows ? rows / 2 : rows; } // per workgroup
+};
+inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
+  GemvShape shape;
+  shape.pairedRows = pairedRows;
+  const int64_t pairs = pairedRows ? n : (n + 1) / 2;
+  const int64_t loads = (k + 7) / 8; // 16-byte loads per row of 16-bit weights
+  while (shape.split < 8 && pairs * shape.split < 8192 && loads >= 32 * shape.split * 2 * 2) shape.split *= 2;
+  shape.workgroup = std::max<int64_t>(128, 32 * shape.split);
+  shape.rows = 2 * shape.workgroup / (32 * shape.split);
+  return shape;
+}
+
 // Decode attention (attention_decode.glsl): one workgroup of kDecodeAttentionWorkgroup invocations per
 // (x, split): x handles `queryHeads` query heads of kv head x / headGroups, the split one of up to `splits`
 // chunks of the cached positions (at least minChunk each). Enough splits that kvHeads * headGroups * splits

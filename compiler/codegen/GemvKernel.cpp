@@ -1,0 +1,55 @@
+#include "compiler/codegen/GemvKernel.h"
+
+#include "gerbil/Passes/KernelShapes.h"
+
+namespace gerbil::codegen {
+
+void defineGemv(KernelSource &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights,
+                bool subgroupOps) {
+  mlir::gerbil::GemvShape shape = mlir::gerbil::gemvShape(kDim, n, mode == "MODE_GATE_UP");
+  auto define = [&](const std::string &name, const std::string &value) {
+    k.defines.emplace_back(name, value);
+  };
+  k.templateFile = "gemv.glsl";
+  k.workgroup = {shape.workgroup, 1, 1};
+  for (const char *m : {"MODE_SINGLE", "MODE_GATE_UP", "MODE_QKV"}) define(m, mode == m ? "1" : "0");
+  int64_t perLoad = weights == plan::DType::F32 ? 4 : 8;
+  define("ROWS", uintValue(shape.rows));
+  define("SPLIT", uintValue(shape.split));
+  define("VEC_LOADS", kDim % perLoad == 0 ? "1" : "0");
+  define("W_PACKED16", weights == plan::DType::F32 ? "0" : "1");
+  define("W_BF16", weights == plan::DType::BF16 ? "1" : "0");
+  k.subgroupOps = subgroupOps;
+}
+
+void addGemvViews(KernelSource &k) {
+  for (auto &b : k.bindings)
+    if (b.name == "x" || b.name == "g" || b.name.rfind("w", 0) == 0) b.vec4View = true;
+}
+
+KernelSource gemvKernel(const GemvSpec &spec) {
+  KernelSource k;
+  auto define = [&](const std::string &name, const std::string &value) {
+    k.defines.emplace_back(name, value);
+  };
+  define("K", uintValue(spec.k));
+  define("N", uintValue(spec.n));
+  define("NORM_PROLOGUE", spec.norm ? "1" : "0");
+  define("RESIDUAL", spec.residual ? "1" : "0");
+  if (spec.norm) define("EPS", glslFloat(spec.eps));
+  defineGemv(k, "MODE_SINGLE", spec.k, spec.n, spec.weight, spec.subgroupOps);
+  k.bindings.push_back({"x", Access::Read, plan::DType::F32});
+  k.bindings.push_back({"w", Access::Read, spec.weight});
+  if (spec.norm) k.bindings.push_back({"g", Access::Read, plan::DType::F32});
+  if (spec.residual) k.bindings.push_back({"residual", Access::Read, plan::DType::F32});
+  k.bindings.push_back({"result", Access::Write, plan::DType::F32});
+  addGemvViews(k);
+  return k;
+}
+
+std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec) {
+  mlir::gerbil::GemvShape shape = mlir::gerbil::gemvShape(spec.k, spec.n, false);
+  return {static_cast<uint32_t>((spec.n + shape.rows - 1) / shape.rows), 1, 1};
+}
+
+} // namespace gerbil::codegen

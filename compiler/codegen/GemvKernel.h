@@ -1,0 +1,31 @@
+// Decode's one-token matmul (gemv.glsl): gerbil.linear of one token, and the shape and weight defines that
+// the grouped projections (q/k/v, gate/up; PlanBuilder::lowerGroup) share with it. PlanBuilder and the kernel
+// tests both specialise it here.
+#pragma once
+
+#include "compiler/codegen/KernelWriter.h"
+
+namespace gerbil::codegen {
+
+// The mode-independent defines of gemv.glsl for a K -> N projection (N outputs; with MODE_GATE_UP, N gate/up
+// pairs): mode, rows per workgroup, teams per pair, load width and weight type; and the workgroup size.
+void defineGemv(KernelSource &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights,
+                bool subgroupOps);
+
+// The 16-byte views of the input, the norm weight and the weight matrices (bindings x, g, w*).
+void addGemvViews(KernelSource &k);
+
+struct GemvSpec {
+  int64_t k = 0, n = 0;
+  plan::DType weight = plan::DType::F32;
+  bool norm = false; // RMSNorm prologue with weight g (f32)
+  double eps = 0;
+  bool residual = false;
+  bool subgroupOps = true;
+};
+
+// MODE_SINGLE. Bindings in this order: x, w, [g], [residual], result (then the state buffer).
+KernelSource gemvKernel(const GemvSpec &spec);
+std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec);
+
+} // namespace gerbil::codegen
