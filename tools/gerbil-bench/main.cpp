@@ -63,7 +63,8 @@ int main(int argc, char **argv) {
   CLI::App app{"gerbil-bench: prefill and decode speed of a gerbil plan on a Vulkan device."};
   std::string planPath, weightsDir;
   size_t prefillTokens = 512, promptTokens = 128, decodeTokens = 128;
-  int repeats = 3, device = -1;
+  int repeats = 5, device = -1;
+  double warmUpMs = 1000;
   bool json = false, withProfile = false;
   app.add_option("plan", planPath, "The plan")->required();
   app.add_option("--weights", weightsDir, "Checkpoint folder (default: the compiled config's folder)");
@@ -71,6 +72,7 @@ int main(int argc, char **argv) {
   app.add_option("--prompt-tokens", promptTokens, "Prompt length before the decode measurement");
   app.add_option("--decode-tokens", decodeTokens, "Tokens decoded in the decode measurement");
   app.add_option("--repeats", repeats, "Runs of each measurement (the best is reported)");
+  app.add_option("--warm-up-ms", warmUpMs, "Prefill steps run for this long before measuring");
   app.add_option("--device", device, "Vulkan device index");
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
@@ -94,8 +96,13 @@ int main(int argc, char **argv) {
     const int64_t vocab = plan.model.vocabSize;
     prefillTokens = std::min<size_t>(prefillTokens, plan.limits.prefillChunk);
 
-    // Prefill: the best of `repeats` single-step prompts, after one warm-up.
+    // Prefill: the best of `repeats` single-step prompts, after a second of warm-up (a GPU that has been
+    // idle runs its first tens of milliseconds at low clocks: a cold first model measured 3x slow).
     std::vector<int32_t> prefillPrompt = promptOf(prefillTokens, vocab);
+    for (auto warmStart = Clock::now(); msSince(warmStart) < warmUpMs;) {
+      executor.reset();
+      executor.step(prefillPrompt, gerbil::exec::Logits::None);
+    }
     double prefillMs = 1e30, prefillGpuMs = 1e30;
     for (int r = 0; r <= repeats; ++r) {
       executor.reset();
