@@ -6,12 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
-cmake --build "$build" --target gerbilc gerbil-exec gerbil-bench gerbil-random-weights test-kernels
+cmake --build "$build" --target gerbilc gerbil-exec gerbil-bench gerbil-random-weights gerbil-kernel-bench test-kernels
 D=.device
 mkdir -p $D/bin $D/plans $D/gl $D/specs
 git rev-parse --short HEAD > $D/commit
 echo "${GERBILC_FLAGS:-}" > $D/gerbilc-flags  # bench/report.py names them in BENCHMARKS.md
-cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights,test-kernels} $D/bin/
+cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights,gerbil-kernel-bench,test-kernels} $D/bin/
 # The runtime's shared libraries beyond glibc and libstdc++ (the GPU machine has no Debian packages of them).
 mkdir -p $D/lib
 for lib in $(ldd $D/bin/gerbil-exec | awk '/libutf8proc|libpcre2/ {print $3}'); do cp -L "$lib" $D/lib/; done

@@ -5,8 +5,10 @@
 namespace gerbil::codegen {
 
 void defineGemv(KernelSource &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights,
-                bool subgroupOps) {
-  mlir::gerbil::GemvShape shape = mlir::gerbil::gemvShape(kDim, n, mode == "MODE_GATE_UP");
+                bool subgroupOps, int64_t split) {
+  const bool paired = mode == "MODE_GATE_UP";
+  mlir::gerbil::GemvShape shape =
+      split ? mlir::gerbil::gemvShapeWithSplit(split, paired) : mlir::gerbil::gemvShape(kDim, n, paired);
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);
   };
@@ -37,7 +39,7 @@ KernelSource gemvKernel(const GemvSpec &spec) {
   define("NORM_PROLOGUE", spec.norm ? "1" : "0");
   define("RESIDUAL", spec.residual ? "1" : "0");
   if (spec.norm) define("EPS", glslFloat(spec.eps));
-  defineGemv(k, "MODE_SINGLE", spec.k, spec.n, spec.weight, spec.subgroupOps);
+  defineGemv(k, "MODE_SINGLE", spec.k, spec.n, spec.weight, spec.subgroupOps, spec.split);
   k.bindings.push_back({"x", Access::Read, plan::DType::F32});
   k.bindings.push_back({"w", Access::Read, spec.weight});
   if (spec.norm) k.bindings.push_back({"g", Access::Read, plan::DType::F32});
@@ -48,7 +50,8 @@ KernelSource gemvKernel(const GemvSpec &spec) {
 }
 
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec) {
-  mlir::gerbil::GemvShape shape = mlir::gerbil::gemvShape(spec.k, spec.n, false);
+  mlir::gerbil::GemvShape shape = spec.split ? mlir::gerbil::gemvShapeWithSplit(spec.split, false)
+                                             : mlir::gerbil::gemvShape(spec.k, spec.n, false);
   return {static_cast<uint32_t>((spec.n + shape.rows - 1) / shape.rows), 1, 1};
 }
 

@@ -10,7 +10,7 @@ namespace gerbil::codegen {
 // The mode-independent defines of gemv.glsl for a K -> N projection (N outputs; with MODE_GATE_UP, N gate/up
 // pairs): mode, rows per workgroup, teams per pair, load width and weight type; and the workgroup size.
 void defineGemv(KernelSource &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights,
-                bool subgroupOps);
+                bool subgroupOps, int64_t split = 0);
 
 // The 16-byte views of the input, the norm weight and the weight matrices (bindings x, g, w*).
 void addGemvViews(KernelSource &k);
@@ -22,6 +22,7 @@ struct GemvSpec {
   double eps = 0;
   bool residual = false;
   bool subgroupOps = true;
+  int64_t split = 0; // teams per pair; 0: the catalog's (gemvShape), else a variant to tune with
 };
 
 // MODE_SINGLE. Bindings in this order: x, w, [g], [residual], result (then the state buffer).

@@ -20,7 +20,10 @@
 //                 rows that rotate together (d, d + ROTARY_DIM / 2), so the rotation needs nothing else.
 const uint PAIRS = ROWS / 2u;   // per workgroup
 const uint INV = 32u * SPLIT;   // invocations per pair
-const uint UNROLL = 4u;         // 16-byte steps per row in flight per invocation
+#ifndef GEMV_UNROLL
+#define GEMV_UNROLL 4u
+#endif
+const uint UNROLL = GEMV_UNROLL;  // 16-byte steps per row in flight per invocation
 
 shared vec3 pairPartials_[WORKGROUP];
 

@@ -40,15 +40,21 @@ struct GemvShape {
   bool pairedRows = false;
   int64_t outputs() const { return pairedRows ? rows / 2 : rows; } // per workgroup
 };
-inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
+// The shape of `split` teams per pair.
+inline GemvShape gemvShapeWithSplit(int64_t split, bool pairedRows) {
   GemvShape shape;
   shape.pairedRows = pairedRows;
+  shape.split = split;
+  shape.workgroup = std::max<int64_t>(128, 32 * split);
+  shape.rows = 2 * shape.workgroup / (32 * split);
+  return shape;
+}
+inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
   const int64_t pairs = pairedRows ? n : (n + 1) / 2;
   const int64_t loads = (k + 7) / 8; // 16-byte loads per row of 16-bit weights
-  while (shape.split < 8 && pairs * shape.split < 8192 && loads >= 32 * shape.split * 2 * 2) shape.split *= 2;
-  shape.workgroup = std::max<int64_t>(128, 32 * shape.split);
-  shape.rows = 2 * shape.workgroup / (32 * shape.split);
-  return shape;
+  int64_t split = 1;
+  while (split < 8 && pairs * split < 8192 && loads >= 32 * split * 2 * 2) split *= 2;
+  return gemvShapeWithSplit(split, pairedRows);
 }
 
 // Decode attention (attention_decode.glsl): one workgroup of kDecodeAttentionWorkgroup invocations per

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Kernel tuning on the GPU machine in one call: gerbil-kernel-bench over the variants listed in a sweep file
+# (one gerbil-kernel-bench argument list a line; # comments), after bench/prepare.sh filled .device/ here.
+#   device run, carry [".device"]: bash bench/sweep.sh bench/sweeps/NAME.txt
+# Each line's JSON result (or its error) goes to $OUT/sweep.jsonl; a table of them is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+D=.device
+OUT=${OUT:-/tmp/gerbil-sweep-out}
+mkdir -p "$OUT"
+for f in $D/gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export LD_LIBRARY_PATH=$PWD/$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+results=$OUT/sweep.jsonl
+: > "$results"
+while IFS= read -r line; do
+  line=${line%%#*}
+  [ -z "${line// }" ] && continue
+  # shellcheck disable=SC2086
+  if ! out=$(timeout 60 $D/bin/gerbil-kernel-bench $line 2>&1); then
+    out=$(printf '{"args": "%s", "error": "%s"}' "$line" "$(echo "$out" | tail -1 | tr -d '"\\')")
+  fi
+  echo "$out" | tail -1 >> "$results"
+done < "${1:?usage: bench/sweep.sh SWEEP_FILE}"
+python3 - "$results" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if "error" in r:
+        print(f"ERROR {r['args']}: {r['error']}")
+        continue
+    shape = {"matmul": lambda: f"T{r['tokens']} N{r['n']} K{r['k']} {r['tiling']}",
+             "gemv": lambda: f"N{r['n']} K{r['k']} split {r['split']}",
+             "attention-decode": lambda: f"H{r['heads']}/{r['kv_heads']} d{r['head_dim']} pos {r['position']}"}[r["kernel"]]()
+    rate = f"{r['tflops']:.1f} TFLOP/s" if "tflops" in r else f"{r['gb_per_s']:.0f} GB/s"
+    print(f"{r['kernel']:16} {shape:40} {' '.join(r['defines']):28} {r['ms'] * 1000:9.1f} us {rate}")
+EOF

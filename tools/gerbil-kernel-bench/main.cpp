@@ -1,0 +1,291 @@
+// gerbil-kernel-bench: GPU time of one kernel as codegen specialises it, on random inputs, to tune kernels on
+// a device without compiling a model. Each run prints one JSON line: the kernel, its shape and variant, the
+// median time of --repeats launches (timestamp queries, a compute barrier after each) and the rate it
+// reached (TFLOP/s for matmuls, GB/s of weights and cache for the memory-bound kernels). Weights rotate over
+// copies of at least 512 MiB in all, so that repeated launches read memory, not the L2 cache.
+//   gerbil-kernel-bench matmul --tokens 512 --n 14336 --k 4096 --target nvidia:128x128x32:2x4
+//   gerbil-kernel-bench gemv --n 4096 --k 14336
+//   gerbil-kernel-bench attention-decode --heads 32 --kv-heads 8 --head-dim 128 --position 255
+// --define NAME=VALUE adds a #define to the kernel (a variant the template reads with #ifndef defaults).
+#include "compiler/codegen/AttentionKernel.h"
+#include "compiler/codegen/GemvKernel.h"
+#include "compiler/codegen/MatMulKernel.h"
+#include "compiler/codegen/ShaderCompiler.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/vulkan/Device.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <random>
+
+using namespace gerbil;
+
+namespace {
+
+struct Options {
+  int repeats = 50;
+  int device = -1;
+  std::vector<std::string> defines;
+  plan::DType dtype = plan::DType::F16;
+};
+
+// Random f32 values, or 16-bit ones for f16 / bf16 buffers (finite, in [-1, 1]).
+std::vector<uint8_t> randomBytes(size_t elements, plan::DType dtype, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<uint8_t> bytes(elements * plan::byteSize(dtype));
+  for (size_t i = 0; i < elements; ++i) {
+    float v = uniform(rng);
+    if (dtype == plan::DType::F32) {
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    } else if (dtype == plan::DType::F16) {
+      _Float16 h = static_cast<_Float16>(v);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    } else {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      uint16_t high = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(bytes.data() + 2 * i, &high, 2);
+    }
+  }
+  return bytes;
+}
+
+// One buffer per binding; `rotated` bindings (weights, caches) get copies to cycle through.
+struct BindingData {
+  std::vector<uint8_t> bytes;
+  bool rotated = false;
+  bool zeroed = false; // scratch counters
+};
+
+class Bench {
+public:
+  explicit Bench(const Options &options) : options_(options) {
+    vk::ContextOptions context;
+    context.deviceIndex = options.device;
+    context.extensions = {"VK_NV_cooperative_matrix"};
+    ctx_ = std::make_unique<vk::Context>(context);
+  }
+
+  const vk::DeviceInfo &info() const { return ctx_->info(); }
+
+  // Median GPU milliseconds of one launch of `source` over `grid`.
+  double time(codegen::KernelSource source, const std::vector<BindingData> &data,
+              std::array<uint32_t, 3> grid, uint32_t tokens) {
+    for (const std::string &d : options_.defines) {
+      size_t eq = d.find('=');
+      source.defines.emplace_back(d.substr(0, eq), eq == std::string::npos ? "1" : d.substr(eq + 1));
+    }
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "benchmarked kernel");
+    uint64_t rotatedBytes = 0;
+    for (const BindingData &b : data)
+      if (b.rotated) rotatedBytes += b.bytes.size();
+    const uint64_t minimum = 512ull << 20;
+    size_t copies =
+        rotatedBytes == 0 ? 1 : std::clamp<size_t>((minimum + rotatedBytes - 1) / rotatedBytes, 1, 64);
+
+    std::vector<std::vector<vk::Buffer>> buffers(copies);
+    for (size_t c = 0; c < copies; ++c)
+      for (size_t i = 0; i < data.size(); ++i) {
+        if (c > 0 && !data[i].rotated) continue;
+        vk::Buffer b =
+            ctx_->createBuffer(std::max<size_t>(data[i].bytes.size(), 16), source.bindings[i].name);
+        if (data[i].zeroed)
+          ctx_->fill(b, 0);
+        else
+          ctx_->upload(b, 0, data[i].bytes.data(), data[i].bytes.size());
+        buffers[c].push_back(std::move(b));
+      }
+    std::vector<uint32_t> state(64, 0);
+    state[0] = statePosition_;
+    vk::Buffer stateBuffer = ctx_->createBuffer(state.size() * 4, "state");
+    ctx_->upload(stateBuffer, 0, state.data(), state.size() * 4);
+
+    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(data.size() + 1),
+                                                 plan::kPushConstantBytes, "benchmarked kernel");
+    std::vector<VkDescriptorSet> sets;
+    for (size_t c = 0; c < copies; ++c) {
+      std::vector<vk::BufferRange> ranges;
+      for (size_t i = 0; i < data.size(); ++i) {
+        const vk::Buffer &b = c > 0 && data[i].rotated ? buffers[c][rotatedIndex(data, i)] : buffers[0][i];
+        ranges.push_back({b.handle(), 0, b.size()});
+      }
+      ranges.push_back({stateBuffer.handle(), 0, stateBuffer.size()});
+      sets.push_back(ctx_->createDescriptorSet(pipeline, ranges));
+    }
+
+    uint32_t push[2] = {tokens, 0};
+    auto record = [&](int launches, bool stamps) {
+      VkCommandBuffer cmd = ctx_->beginCommands();
+      if (stamps) ctx_->resetTimestamps(cmd, 2 * launches);
+      for (int r = 0; r < launches; ++r) {
+        if (stamps) ctx_->writeTimestamp(cmd, 2 * r);
+        ctx_->dispatch(cmd, pipeline, sets[r % sets.size()], push, sizeof push, grid[0], grid[1], grid[2]);
+        ctx_->computeBarrier(cmd);
+        if (stamps) ctx_->writeTimestamp(cmd, 2 * r + 1);
+      }
+      ctx_->submitAndWait(cmd);
+    };
+    // Warm-up: clocks up and the pipeline compiled by the driver.
+    auto start = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.3)
+      record(20, false);
+    record(options_.repeats, true);
+    std::vector<uint64_t> ns = ctx_->readTimestamps(2 * options_.repeats);
+    std::vector<double> ms;
+    for (int r = 0; r < options_.repeats; ++r) ms.push_back((ns[2 * r + 1] - ns[2 * r]) / 1e6);
+    std::sort(ms.begin(), ms.end());
+    ctx_->resetDescriptorSets();
+    return ms[ms.size() / 2];
+  }
+
+  void setPosition(uint32_t position) { statePosition_ = position; }
+
+private:
+  // Index of binding i among the buffers of a copy > 0 (which hold the rotated bindings only).
+  static size_t rotatedIndex(const std::vector<BindingData> &data, size_t i) {
+    size_t index = 0;
+    for (size_t j = 0; j < i; ++j) index += data[j].rotated ? 1 : 0;
+    return index;
+  }
+
+  Options options_;
+  std::unique_ptr<vk::Context> ctx_;
+  codegen::ShaderCompiler compiler_;
+  uint32_t statePosition_ = 0;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"gerbil-kernel-bench: GPU time of one kernel, as codegen specialises it, on random inputs."};
+  app.require_subcommand(1);
+  app.fallthrough(); // the common options may follow the subcommand
+  Options options;
+  std::string dtype = "f16";
+  app.add_option("--repeats", options.repeats, "Timed launches (the median is reported)")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--device", options.device, "Vulkan device index");
+  app.add_option("--define", options.defines, "NAME=VALUE added to the kernel's #defines (repeatable)");
+  app.add_option("--dtype", dtype, "Weight type")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+
+  int64_t tokens = 512, n = 4096, k = 4096;
+  std::string target = "nvidia";
+  bool norm = false, residual = false;
+  CLI::App *matmul =
+      app.add_subcommand("matmul", "Prefill matmul (tiled, or cooperative-matrix for a coop target)");
+  matmul->add_option("--tokens", tokens, "T");
+  matmul->add_option("--n", n, "Outputs");
+  matmul->add_option("--k", k, "Reduction width");
+  matmul->add_option("--target", target, "generic, or nvidia[:TxNxK:WTxWN]");
+  matmul->add_flag("--norm", norm, "RMSNorm prologue");
+  matmul->add_flag("--residual", residual, "Residual epilogue");
+
+  CLI::App *gemv = app.add_subcommand("gemv", "Decode's one-token matmul");
+  gemv->add_option("--n", n, "Outputs");
+  gemv->add_option("--k", k, "Reduction width");
+  int64_t split = 0;
+  gemv->add_option("--split", split, "Teams per pair of rows (default: the catalog's)");
+  gemv->add_flag("--norm", norm, "RMSNorm prologue");
+  gemv->add_flag("--residual", residual, "Residual epilogue");
+
+  int64_t heads = 32, kvHeads = 8, headDim = 128, position = 255, sequence = 4096;
+  CLI::App *attention = app.add_subcommand("attention-decode", "Decode's split attention of one query");
+  attention->add_option("--heads", heads);
+  attention->add_option("--kv-heads", kvHeads);
+  attention->add_option("--head-dim", headDim);
+  attention->add_option("--position", position, "The query's position (keys 0..position)");
+  attention->add_option("--seq", sequence, "KV cache positions");
+  CLI11_PARSE(app, argc, argv);
+  options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;
+
+  try {
+    Bench bench(options);
+    nlohmann::json out = {{"device", bench.info().name}, {"defines", options.defines}, {"dtype", dtype}};
+    if (matmul->parsed()) {
+      std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(target);
+      if (!profile) throw std::runtime_error("unknown target '" + target + "'");
+      if (profile->cooperativeMatrix && !bench.info().hasExtension("VK_NV_cooperative_matrix"))
+        throw std::runtime_error(bench.info().name + " has no VK_NV_cooperative_matrix (target '" + target +
+                                 "')");
+      codegen::MatMulSpec spec;
+      spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,
+      spec.eps = 1e-5;
+      spec.variant =
+          profile->cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
+      spec.coopTiling = mlir::gerbil::coopTilingFor(*profile, n);
+      codegen::KernelSource source = codegen::matmulKernel(spec);
+      std::vector<BindingData> data;
+      for (const codegen::KernelBinding &b : source.bindings) {
+        size_t elements = b.name == "x" ? tokens * k : b.name == "w" ? n * k : b.name == "g" ? k : tokens * n;
+        data.push_back(
+            {randomBytes(elements, b.name == "w" ? options.dtype : plan::DType::F32, 7), b.name == "w"});
+      }
+      double ms = bench.time(source, data, codegen::matmulGrid(spec, static_cast<uint32_t>(tokens)),
+                             static_cast<uint32_t>(tokens));
+      const auto &t = spec.coopTiling;
+      out.update({{"kernel", "matmul"},
+                  {"tokens", tokens},
+                  {"n", n},
+                  {"k", k},
+                  {"target", target},
+                  {"tiling", profile->cooperativeMatrix
+                                 ? std::to_string(t.tileT) + "x" + std::to_string(t.tileN) + "x" +
+                                       std::to_string(t.tileK) + ":" + std::to_string(t.warpsT) + "x" +
+                                       std::to_string(t.warpsN)
+                                 : "tiled"},
+                  {"ms", ms},
+                  {"tflops", 2.0 * tokens * n * k / (ms * 1e9)}});
+    } else if (gemv->parsed()) {
+      codegen::GemvSpec spec;
+      spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,
+      spec.eps = 1e-5;
+      spec.split = split;
+      codegen::KernelSource source = codegen::gemvKernel(spec);
+      std::vector<BindingData> data;
+      for (const codegen::KernelBinding &b : source.bindings) {
+        size_t elements = b.name == "x" || b.name == "g" ? k : b.name == "w" ? n * k : n;
+        data.push_back(
+            {randomBytes(elements, b.name == "w" ? options.dtype : plan::DType::F32, 7), b.name == "w"});
+      }
+      double ms = bench.time(source, data, codegen::gemvGrid(spec), 1);
+      double bytes = double(n) * k * plan::byteSize(options.dtype);
+      out.update({{"kernel", "gemv"},
+                  {"n", n},
+                  {"k", k},
+                  {"split", split},
+                  {"ms", ms},
+                  {"gb_per_s", bytes / (ms * 1e6)}});
+    } else {
+      codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
+      codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(spec, true);
+      const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
+      std::vector<BindingData> data = {{randomBytes(heads * headDim, plan::DType::F32, 1)},
+                                       {randomBytes(cache, plan::DType::F32, 2), true},
+                                       {randomBytes(cache, plan::DType::F32, 3), true},
+                                       {std::vector<uint8_t>(heads * headDim * 4)},
+                                       {std::vector<uint8_t>(kernel.scratchPartialBytes)},
+                                       {std::vector<uint8_t>(kernel.scratchCounterBytes), false, true}};
+      bench.setPosition(static_cast<uint32_t>(position));
+      double ms = bench.time(kernel.source, data, kernel.grid, 1);
+      double bytes = 2.0 * kvHeads * (position + 1) * headDim * 4;
+      out.update({{"kernel", "attention-decode"},
+                  {"heads", heads},
+                  {"kv_heads", kvHeads},
+                  {"head_dim", headDim},
+                  {"position", position},
+                  {"ms", ms},
+                  {"gb_per_s", bytes / (ms * 1e6)}});
+    }
+    std::cout << out.dump() << std::endl;
+    return 0;
+  } catch (const std::exception &e) {
+    std::cerr << "gerbil-kernel-bench: error: " << e.what() << "\n";
+    return 3;
+  }
+}
