@@ -73,7 +73,7 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
                 {"k_cache", Access::Read, plan::DType::F32, vec4},
                 {"v_cache", Access::Read, plan::DType::F32, vec4},
                 {"result", Access::Write, plan::DType::F32},
-                {"partial", Access::ReadWrite, plan::DType::F32, false, true},
+                {"partial", Access::ReadWrite, plan::DType::F32, vec4, true},
                 {"counters", Access::TokenIdsWrite, plan::DType::I32}};
   // Shared memory: the queries, the block's probabilities, the key groups' accumulators, the combine's
   // weights and the reduction partials (attention_decode.glsl).

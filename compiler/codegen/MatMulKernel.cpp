@@ -56,12 +56,52 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     break;
   }
   }
+  if (spec.mode != MatMulMode::Single && spec.variant != MatMulVariant::Coop)
+    throw CodegenError("grouped projections run as one matmul on cooperative matrices only");
+  if (spec.mode == MatMulMode::GateUp && (spec.coopTiling.tileN / spec.coopTiling.warpsN) % 32 != 0)
+    throw CodegenError("a gate/up matmul needs subgroup blocks of whole gate/up fragment pairs (32 columns)");
+  if (spec.mode != MatMulMode::Single && spec.residual)
+    throw CodegenError("grouped projections take no residual");
+  define("MODE_GATE_UP", spec.mode == MatMulMode::GateUp ? "1" : "0");
+  define("MODE_QKV", spec.mode == MatMulMode::QKV ? "1" : "0");
+  auto weight = [&](const std::string &name) {
+    k.bindings.push_back({name, Access::Read, spec.weight, true});
+  };
+  auto bias = [&](const std::string &part, const std::string &upper, bool present) {
+    define("BIAS_" + upper, present ? "1" : "0");
+    if (present) k.bindings.push_back({"bias_" + part, Access::Read, plan::DType::F32, false});
+  };
   k.bindings.push_back({"x", Access::Read, plan::DType::F32, true});
-  k.bindings.push_back({"w", Access::Read, spec.weight, true});
+  const std::vector<std::string> parts =
+      spec.mode == MatMulMode::GateUp ? std::vector<std::string>{"gate", "up"}
+      : spec.mode == MatMulMode::QKV  ? std::vector<std::string>{"q", "k", "v"}
+                                      : std::vector<std::string>{""};
+  for (const std::string &part : parts) weight(part.empty() ? "w" : "w_" + part);
   if (spec.norm)
     k.bindings.push_back({"g", Access::Read, spec.normWeight, spec.normWeight == plan::DType::F32});
+  if (spec.mode == MatMulMode::GateUp) {
+    bias("gate", "GATE", spec.biasA);
+    bias("up", "UP", spec.biasB);
+    define("ACT_SILU", spec.gelu ? "0" : "1");
+    define("GELU_TANH", spec.geluTanh ? "1" : "0");
+  } else if (spec.mode == MatMulMode::QKV) {
+    bias("q", "Q", spec.biasA);
+    bias("k", "K", spec.biasB);
+    bias("v", "V", spec.biasC);
+    const int64_t tileN = spec.coopTiling.tileN;
+    define("N_Q", uintValue(spec.n));
+    define("N_K", uintValue(spec.nK));
+    define("N_V", uintValue(spec.nV));
+    define("GROUPS_Q", uintValue((spec.n + tileN - 1) / tileN));
+    define("GROUPS_K", uintValue((spec.nK + tileN - 1) / tileN));
+    define("GROUPS_V", uintValue((spec.nV + tileN - 1) / tileN));
+  }
   if (spec.residual) k.bindings.push_back({"residual", Access::Read, plan::DType::F32, false});
-  k.bindings.push_back({"result", Access::Write, plan::DType::F32, false});
+  if (spec.mode == MatMulMode::QKV)
+    for (const char *part : {"result_q", "result_k", "result_v"})
+      k.bindings.push_back({part, Access::Write, plan::DType::F32, false});
+  else
+    k.bindings.push_back({"result", Access::Write, plan::DType::F32, false});
   if (spec.norm && spec.normWeight != plan::DType::F32 && spec.variant == MatMulVariant::Coop)
     throw CodegenError("the cooperative-matrix matmul reads its norm weight as f32 vectors");
   return k;
@@ -73,8 +113,14 @@ std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {
   switch (spec.variant) {
   case MatMulVariant::Tiled:
     return {ceilDiv(spec.n, gd::kMatMulRows), ceilDiv(tokens, gd::kMatMulTokens), 1};
-  case MatMulVariant::Coop:
-    return {ceilDiv(spec.n, spec.coopTiling.tileN), ceilDiv(tokens, spec.coopTiling.tileT), 1};
+  case MatMulVariant::Coop: {
+    const int64_t tileN = spec.coopTiling.tileN;
+    uint32_t columns = spec.mode == MatMulMode::GateUp ? ceilDiv(spec.n, tileN / 2)
+                       : spec.mode == MatMulMode::QKV
+                           ? ceilDiv(spec.n, tileN) + ceilDiv(spec.nK, tileN) + ceilDiv(spec.nV, tileN)
+                           : ceilDiv(spec.n, tileN);
+    return {columns, ceilDiv(tokens, spec.coopTiling.tileT), 1};
+  }
   }
   return {1, 1, 1};
 }

@@ -12,6 +12,10 @@ namespace gerbil::codegen {
 
 enum class MatMulVariant { Tiled, Coop };
 
+// Single: one weight. GateUp and QKV (Coop only): the grouped projections of prefill, one launch over all the
+// group's weights (matmul_coop.glsl's MODE_GATE_UP and MODE_QKV).
+enum class MatMulMode { Single, GateUp, QKV };
+
 struct MatMulSpec {
   MatMulVariant variant = MatMulVariant::Tiled;
   int64_t k = 0, n = 0;
@@ -21,10 +25,19 @@ struct MatMulSpec {
   double eps = 0;
   bool residual = false;
   mlir::gerbil::CoopMatMulTiling coopTiling{}; // for MatMulVariant::Coop
+  MatMulMode mode = MatMulMode::Single;
+  // GateUp: n outputs, act(gate + bias_gate) * (up + bias_up). QKV: n rows of q, nK of k, nV of v (+ bias).
+  int64_t nK = 0, nV = 0;
+  bool biasA = false, biasB = false, biasC = false; // gate, up / q, k, v
+  bool gelu = false, geluTanh = false;              // GateUp: the activation (else SiLU)
 };
 
-// Bindings in this order: x, w, [g], [residual], result (then the state buffer, as for every kernel).
-// Throws CodegenError when the variant cannot take the shape (Coop needs K a multiple of 8).
+// Bindings in this order (then the state buffer, as for every kernel):
+//   Single: x, w, [g], [residual], result
+//   GateUp: x, w_gate, w_up, [g], [bias_gate], [bias_up], result
+//   QKV:    x, w_q, w_k, w_v, [g], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v
+// Throws CodegenError when the variant cannot take the shape (Coop needs K a multiple of 8; GateUp subgroup
+// blocks of whole gate/up fragment pairs).
 KernelSource matmulKernel(const MatMulSpec &spec);
 
 // Workgroups of the prefill variants for T tokens (the kernel catalog gives dispatch formation the same).

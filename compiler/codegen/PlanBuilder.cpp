@@ -403,38 +403,125 @@ private:
     return k;
   }
 
-  // The decode kernel of a fusion group (gerbil-group-qkv, gerbil-group-gate-up): one gemv.glsl launch over
-  // all the group's weights, with the bias adds, RoPE, KV-cache write or activation of its body in the
-  // epilogue. The body holds the projections in order (q, k, v or gate, up), each followed by its bias add.
-  plan::Dispatch lowerGroup(gd::DispatchOp dispatch) {
-    const std::string label = locationName(dispatch.getLoc()), family = dispatch.getKernel().str();
-    Block &body = dispatch.getBody().front();
-    Operation *yield = body.getTerminator();
+  // The ops of a fusion group (gerbil-group-qkv, gerbil-group-gate-up): the projections in order (q, k, v or
+  // gate, up), each followed by its bias add, then RoPE and the KV-cache write (q/k/v) or the activation and
+  // the product (gate/up).
+  struct GroupBody {
+    bool qkv = false;
     SmallVector<Operation *> projections;
+    SmallVector<Value> biases; // per projection; null: none
+    SmallVector<Value> heads;  // per projection: its value after the bias add
     gd::RoPEOp ropeQ, ropeK;
     gd::KVAppendOp append;
-    Operation *activation = nullptr;
-    for (Operation &op : body.without_terminator()) {
+    Operation *activation = nullptr, *product = nullptr;
+    gd::LinearOp linear; // the first projection, where it is a gerbil.linear (its norm is the group's)
+  };
+
+  static GroupBody parseGroup(gd::DispatchOp dispatch) {
+    const std::string label = locationName(dispatch.getLoc());
+    std::string family = dispatch.getKernel().str();
+    if (llvm::StringRef(family).ends_with(gd::kCoopSuffix))
+      family.resize(family.size() - strlen(gd::kCoopSuffix));
+    GroupBody g;
+    for (Operation &op : dispatch.getBody().front().without_terminator()) {
       if (isa<gd::MatMulOp, gd::LinearOp>(op))
-        projections.push_back(&op);
+        g.projections.push_back(&op);
       else if (isa<gd::SiLUOp, gd::GELUOp>(op))
-        activation = &op;
+        g.activation = &op;
+      else if (isa<gd::MulOp>(op))
+        g.product = &op;
       else if (auto a = dyn_cast<gd::KVAppendOp>(op))
-        append = a;
+        g.append = a;
       else if (auto r = dyn_cast<gd::RoPEOp>(op))
-        (ropeQ ? ropeK : ropeQ) = r;
+        (g.ropeQ ? g.ropeK : g.ropeQ) = r;
     }
-    const bool qkv = family == gd::kQKVKernel;
-    if (projections.size() != (qkv ? 3u : 2u) || (!qkv && (family != gd::kGateUpKernel || !activation)))
+    g.qkv = family == gd::kQKVKernel;
+    if (g.projections.size() != (g.qkv ? 3u : 2u) ||
+        (!g.qkv && (family != gd::kGateUpKernel || !g.activation || !g.product)))
       throw CodegenError("fusion group '" + label + "' (" + family +
                          ") does not hold the ops its kernel runs");
-    auto biasOf = [](Operation *projection) -> Value {
-      Value r = projection->getResult(0);
-      if (!r.hasOneUse()) return {};
-      auto add = dyn_cast<gd::AddOp>(*r.getUsers().begin());
-      return add && llvm::cast<RankedTensorType>(add.getRhs().getType()).getRank() == 1 ? add.getRhs()
-                                                                                        : Value();
-    };
+    for (Operation *projection : g.projections) {
+      Value r = projection->getResult(0), bias;
+      if (r.hasOneUse())
+        if (auto add = dyn_cast<gd::AddOp>(*r.getUsers().begin());
+            add && llvm::cast<RankedTensorType>(add.getRhs().getType()).getRank() == 1)
+          bias = add.getRhs(), r = add.getResult();
+      g.biases.push_back(bias);
+      g.heads.push_back(r);
+    }
+    g.linear = dyn_cast<gd::LinearOp>(g.projections.front());
+    return g;
+  }
+
+  // Prefill of a fusion group on cooperative matrices (kernel "<group>_coop", gerbil::groupPrefillKernel):
+  // the projections with their bias adds (and for gate/up the activation product) as one matmul_coop.glsl
+  // launch; the group's RoPE and KV-cache write after it, op by op.
+  std::vector<plan::Dispatch> lowerGroupPrefill(gd::DispatchOp dispatch) {
+    const std::string label = locationName(dispatch.getLoc()), family = dispatch.getKernel().str();
+    GroupBody g = parseGroup(dispatch);
+    Operation *first = g.projections.front();
+    MatMulSpec spec;
+    spec.variant = MatMulVariant::Coop;
+    spec.mode = g.qkv ? MatMulMode::QKV : MatMulMode::GateUp;
+    spec.k = rowWidth(first->getOperand(0));
+    spec.n = rowWidth(first->getResult(0));
+    if (g.qkv)
+      spec.nK = rowWidth(g.projections[1]->getResult(0)), spec.nV = rowWidth(g.projections[2]->getResult(0));
+    spec.weight = operandDType(gd::outsideDispatch(first->getOperand(1)));
+    spec.norm = g.linear && g.linear.getNorm();
+    if (spec.norm) {
+      spec.eps = g.linear.getEps()->convertToDouble();
+      spec.normWeight = operandDType(gd::outsideDispatch(g.linear.getNorm()));
+    }
+    spec.biasA = bool(g.biases[0]), spec.biasB = bool(g.biases[1]), spec.biasC = g.qkv && g.biases[2];
+    if (auto gelu = dyn_cast_or_null<gd::GELUOp>(g.activation))
+      spec.gelu = true, spec.geluTanh = gelu.getTanhApproximation();
+    spec.coopTiling = gd::groupPrefillTiling(*profile_, !g.qkv, spec.n);
+    KernelInstance k;
+    k.source = matmulKernel(spec);
+    ArrayRef<int64_t> wg = dispatch.getWorkgroup();
+    if (k.source.workgroup != std::array<int64_t, 3>{wg[0], wg[1], wg[2]})
+      throw CodegenError("fusion group '" + label +
+                         "' was formed for another workgroup size than its kernel's");
+    const std::vector<std::string> parts =
+        g.qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
+    for (const KernelBinding &b : k.source.bindings) {
+      Value v;
+      if (b.name == "x")
+        v = first->getOperand(0);
+      else if (b.name == "g")
+        v = g.linear.getNorm();
+      else if (b.name == "result")
+        v = g.product->getResult(0);
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (b.name == "w_" + parts[i]) v = g.projections[i]->getOperand(1);
+        if (b.name == "bias_" + parts[i]) v = g.biases[i];
+        if (b.name == "result_" + parts[i]) v = g.heads[i];
+      }
+      if (!v) throw CodegenError("fusion group '" + label + "': no value for binding '" + b.name + "'");
+      k.origins.push_back({BindingSource::ValueOf, 0, v});
+    }
+    std::vector<plan::Dispatch> out = {finish(dispatch, k, dispatch.getGrid(), family, label, nullptr)};
+    for (Operation &op : dispatch.getBody().front().without_terminator())
+      if (isa<gd::RoPEOp, gd::KVAppendOp>(op)) out.push_back(lower(dispatch, &op, false));
+    return out;
+  }
+
+  // The decode kernel of a fusion group: one gemv.glsl launch over all the group's weights, with the bias
+  // adds, RoPE, KV-cache write or activation of its body in the epilogue.
+  plan::Dispatch lowerGroup(gd::DispatchOp dispatch) {
+    const std::string label = locationName(dispatch.getLoc());
+    std::string family = dispatch.getKernel().str();
+    if (llvm::StringRef(family).ends_with(gd::kCoopSuffix))
+      family.resize(family.size() - strlen(gd::kCoopSuffix));
+    Block &body = dispatch.getBody().front();
+    Operation *yield = body.getTerminator();
+    GroupBody g = parseGroup(dispatch);
+    const bool qkv = g.qkv;
+    SmallVector<Operation *> &projections = g.projections;
+    gd::RoPEOp ropeQ = g.ropeQ, ropeK = g.ropeK;
+    gd::KVAppendOp append = g.append;
+    Operation *activation = g.activation;
 
     KernelInstance k;
     ArrayRef<int64_t> wg = *dispatch.getDecodeWorkgroup();
@@ -462,7 +549,7 @@ private:
       bind("w_" + parts[i], Access::Read, projections[i]->getOperand(1));
     if (norm) bind("g", Access::Read, linear.getNorm());
     for (size_t i = 0; i < parts.size(); ++i) {
-      Value bias = biasOf(projections[i]);
+      Value bias = g.biases[i];
       std::string upper = parts[i] == "gate" ? "GATE"
                           : parts[i] == "up" ? "UP"
                                              : std::string(1, char(parts[i][0] - 32));
@@ -561,6 +648,7 @@ private:
   std::vector<plan::Dispatch> lowerSchedule(gd::DispatchOp dispatch, bool decode) {
     if (holdsOneOp(dispatch)) return {lower(dispatch, &dispatch.getBody().front().front(), decode)};
     if (decode && dispatch.getDecodeGrid()) return {lowerGroup(dispatch)};
+    if (!decode && dispatch.getKernel().ends_with(gd::kCoopSuffix)) return lowerGroupPrefill(dispatch);
     std::vector<plan::Dispatch> ops;
     for (Operation &op : dispatch.getBody().front().without_terminator())
       ops.push_back(lower(dispatch, &op, false));

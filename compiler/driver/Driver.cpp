@@ -76,7 +76,8 @@ std::string autoTarget(std::ostream &err) {
   return target;
 }
 
-int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err, CompileSummary *summary) {
+int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err,
+                 CompileSummary *summary) {
   if (options.weightDtype != "f32" && options.weightDtype != "f16") {
     err << "gerbilc: error: --dtype must be f32 or f16, got '" << options.weightDtype << "'\n";
     return kExitUsage;
@@ -91,7 +92,8 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
         << "auto; a cooperative-matrix profile may add its tiling, e.g. nvidia:128x128x32:2x4)\n";
     return kExitUsage;
   }
-  if (options.emit != "plan" && options.emit != "mlir" && options.emit != "mlir-opt" && options.emit != "glsl") {
+  if (options.emit != "plan" && options.emit != "mlir" && options.emit != "mlir-opt" &&
+      options.emit != "glsl") {
     err << "gerbilc: error: --emit must be plan, mlir, mlir-opt or glsl, got '" << options.emit << "'\n";
     return kExitUsage;
   }
@@ -99,20 +101,24 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     FrontendOptions frontendOptions{options.archSpecDir, options.maxSequence};
     ModelDescription model = loadModel(options.configPath, frontendOptions);
     int64_t maxSequence = options.maxSequence;
-    if (maxSequence <= 0) maxSequence = std::min<int64_t>(model.maxPositionEmbeddings > 0 ? model.maxPositionEmbeddings : 2048, 2048);
+    if (maxSequence <= 0)
+      maxSequence =
+          std::min<int64_t>(model.maxPositionEmbeddings > 0 ? model.maxPositionEmbeddings : 2048, 2048);
     if (model.positions == PositionKind::Learned && maxSequence > model.maxPositionEmbeddings) {
       err << "gerbilc: error: --max-seq " << maxSequence << " exceeds the " << model.maxPositionEmbeddings
           << " learned positions of " << options.configPath << "\n";
       return kExitBadInput;
     }
     // Kernels index the KV cache of a layer with 32-bit integers.
-    if (int64_t perLayer = maxSequence * model.numKVHeads * model.headDim; perLayer > (int64_t(1) << 32) - 1) {
+    if (int64_t perLayer = maxSequence * model.numKVHeads * model.headDim;
+        perLayer > (int64_t(1) << 32) - 1) {
       err << "gerbilc: error: --max-seq " << maxSequence << " makes a KV cache of " << perLayer
           << " elements per layer for " << options.configPath
           << ", more than a kernel can index (2^32); use a smaller --max-seq\n";
       return kExitBadInput;
     }
-    int64_t prefillChunk = options.prefillChunk > 0 ? options.prefillChunk : std::min<int64_t>(maxSequence, 256);
+    int64_t prefillChunk =
+        options.prefillChunk > 0 ? options.prefillChunk : std::min<int64_t>(maxSequence, 256);
     if (prefillChunk > maxSequence) prefillChunk = maxSequence;
 
     mlir::MLIRContext context;
@@ -149,8 +155,10 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     if (options.emit == "glsl") codegenOptions.glsl = &glsl;
     plan::Plan plan = codegen::buildPlan(*module, codegenOptions);
     if (options.emit == "glsl") {
-      if (options.outputPath.empty() || options.outputPath == "-") out << glsl.str();
-      else if (!(std::ofstream(options.outputPath) << glsl.str())) throw plan::PlanError(options.outputPath + ": cannot write the file");
+      if (options.outputPath.empty() || options.outputPath == "-")
+        out << glsl.str();
+      else if (!(std::ofstream(options.outputPath) << glsl.str()))
+        throw plan::PlanError(options.outputPath + ": cannot write the file");
       return kExitOk;
     }
     plan.model.configJson = readText(options.configPath);
@@ -164,6 +172,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     if (summary) {
       summary->architecture = model.architecture;
       summary->dispatchesPerStep = static_cast<int64_t>(plan.decode.size());
+      summary->prefillDispatches = static_cast<int64_t>(plan.prefill.size());
       summary->kernels = static_cast<int64_t>(plan.kernels.size());
       for (const plan::Weight &w : plan.weights) summary->weightBytes += w.bytes();
       summary->arenaBytes = plan.arenaBytes;

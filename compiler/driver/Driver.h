@@ -24,6 +24,7 @@ struct CompileOptions {
 struct CompileSummary {
   std::string architecture;
   int64_t dispatchesPerStep = 0;
+  int64_t prefillDispatches = 0; // per prefill step (chunk)
   int64_t kernels = 0;
   uint64_t weightBytes = 0;
   uint64_t arenaBytes = 0;
@@ -40,7 +41,8 @@ struct CompileSummary {
 enum ExitCode : int { kExitOk = 0, kExitUsage = 2, kExitBadInput = 3, kExitInternal = 4, kExitIO = 5 };
 
 // Compiles and writes the output; errors go to `err` as "gerbilc: error: ..." and give a non-zero code.
-int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err, CompileSummary *summary);
+int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err,
+                 CompileSummary *summary);
 
 // The target profile `--target auto` picks for a device: the first named profile whose extensions, subgroup
 // size, f16 arithmetic and (for cooperative matrices) Vulkan memory model the device has, else generic.

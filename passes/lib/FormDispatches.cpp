@@ -1,4 +1,5 @@
-// Dispatch formation: every computation becomes one gerbil.dispatch, i.e. one kernel launch.
+// Dispatch formation: every computation becomes one gerbil.dispatch, i.e. one kernel launch; the grouping
+// passes' dispatches get their prefill launch where the target runs a group as one (groupPrefillKernel).
 #include "gerbil/Dialect/GerbilDialect.h"
 #include "gerbil/Passes/KernelCatalog.h"
 #include "gerbil/Passes/Passes.h"
@@ -32,6 +33,14 @@ struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDis
     });
     for (Operation *op : computations)
       if (failed(wrap(op))) return signalPassFailure();
+    // The grouping passes' dispatches: prefill as one launch where the target allows it.
+    getOperation().walk([&](DispatchOp group) {
+      if (std::optional<KernelChoice> prefill = groupPrefillKernel(group, *profile_)) {
+        group.setKernel(prefill->kernel);
+        group.setGrid(prefill->grid);
+        group.setWorkgroup(prefill->workgroup);
+      }
+    });
   }
 
   LogicalResult wrap(Operation *op) {

@@ -62,6 +62,43 @@ KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) 
   return decodeOnly(ctx, kGateUpKernel, shape.workgroup, ceilDiv(n, shape.outputs()));
 }
 
+CoopMatMulTiling mlir::gerbil::groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t n) {
+  // Gate/up tiles hold gate and up rows of TILE_N / 2 outputs: tiled like a matmul of 2n rows.
+  return coopTilingFor(profile, gateUp ? 2 * n : n);
+}
+
+std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, const TargetProfile &profile) {
+  StringRef kernel = group.getKernel();
+  const bool qkv = kernel == kQKVKernel, gateUp = kernel == kGateUpKernel;
+  if (!(qkv || gateUp) || !profile.cooperativeMatrix) return std::nullopt;
+  SmallVector<Operation *> projections;
+  for (Operation &op : group.getBody().front().without_terminator())
+    if (isa<MatMulOp, LinearOp>(op)) projections.push_back(&op);
+  if (projections.size() != (qkv ? 3u : 2u)) return std::nullopt;
+  int64_t k = rowWidth(projections.front()->getOperand(0));
+  for (Operation *p : projections)
+    if (!usesCoopMatMul(profile, k) || !hasHalfWeights(p) ||
+        (isa<LinearOp>(p) && cast<LinearOp>(p).getResidual()))
+      return std::nullopt;
+  MLIRContext *ctx = group.getContext();
+  int64_t n = rowWidth(projections.front()->getResult(0));
+  CoopMatMulTiling tiling = groupPrefillTiling(profile, gateUp, n);
+  if (gateUp && (tiling.tileN / tiling.warpsN) % 32 != 0) return std::nullopt;
+  int64_t columns = 0;
+  if (gateUp) {
+    columns = ceilDiv(n, tiling.tileN / 2);
+  } else {
+    for (Operation *p : projections) columns += ceilDiv(rowWidth(p->getResult(0)), tiling.tileN);
+  }
+  AffineExpr tokens = getAffineSymbolExpr(0, ctx);
+  KernelChoice c = choice(ctx, (kernel + kCoopSuffix).str(), tiling.workgroup(),
+                          getAffineConstantExpr(columns, ctx), tokens.ceilDiv(tiling.tileT));
+  c.decodeGrid = group.getDecodeGrid();
+  ArrayRef<int64_t> wg = *group.getDecodeWorkgroup();
+  c.decodeWorkgroup = {wg[0], wg[1], wg[2]};
+  return c;
+}
+
 Value mlir::gerbil::outsideDispatch(Value v) {
   auto arg = llvm::dyn_cast<BlockArgument>(v);
   if (!arg) return v;

@@ -22,6 +22,7 @@
 #include <random>
 
 using namespace gerbil;
+using codegen::MatMulMode;
 using codegen::MatMulSpec;
 using codegen::MatMulVariant;
 
@@ -229,6 +230,133 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
           if (IsSkipped()) return;
           ASSERT_FALSE(HasFatalFailure()) << target;
         }
+}
+
+// The grouped projections of prefill on cooperative matrices: gate/up with the activation of the gate times
+// the up projection, and q/k/v into three results, each with and without biases, the norm prologue and bf16
+// weights, over part sizes that end inside a tile. Compiled and validated everywhere, run where the device
+// has VK_NV_cooperative_matrix.
+class GroupedMatMulKernelTest : public MatMulKernelTest {
+protected:
+  void checkGrouped(MatMulSpec spec, uint32_t t) {
+    const bool gateUp = spec.mode == MatMulMode::GateUp;
+    const int64_t k = spec.k;
+    const std::vector<int64_t> rows =
+        gateUp ? std::vector<int64_t>{spec.n, spec.n} : std::vector<int64_t>{spec.n, spec.nK, spec.nV};
+    const std::vector<bool> biased = gateUp ? std::vector<bool>{spec.biasA, spec.biasB}
+                                            : std::vector<bool>{spec.biasA, spec.biasB, spec.biasC};
+    std::mt19937 rng(static_cast<uint32_t>(t * 31 + spec.n * 7 + k + spec.nK));
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    std::vector<float> x(t * k), g(k);
+    for (float &v : x) v = uniform(rng);
+    for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
+    std::vector<std::vector<float>> w(rows.size()), bias(rows.size());
+    for (size_t p = 0; p < rows.size(); ++p) {
+      w[p].resize(rows[p] * k);
+      for (float &v : w[p]) v = weightValue(rng);
+      bias[p].resize(rows[p]);
+      for (float &v : bias[p]) v = uniform(rng);
+    }
+    // Inputs rounded to f16 after the prologue, as the kernel rounds them.
+    std::vector<double> input(t * k);
+    for (uint32_t row = 0; row < t; ++row) {
+      double scale = 1.0;
+      if (spec.norm) {
+        double sumSquares = 0;
+        for (int64_t i = 0; i < k; ++i) sumSquares += double(x[row * k + i]) * x[row * k + i];
+        scale = 1.0 / std::sqrt(sumSquares / double(k) + spec.eps);
+      }
+      for (int64_t i = 0; i < k; ++i)
+        input[row * k + i] = double(
+            static_cast<_Float16>(static_cast<float>(x[row * k + i] * (spec.norm ? scale * g[i] : 1.0))));
+    }
+    auto product = [&](size_t p, uint32_t row, int64_t col) {
+      double sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += input[row * k + i] * w[p][col * k + i];
+      return sum + (biased[p] ? bias[p][col] : 0.0);
+    };
+
+    codegen::KernelSource source = codegen::matmulKernel(spec);
+    std::vector<uint32_t> spirv =
+        compiler_.compile(codegen::writeKernel(source), "grouped matmul test kernel");
+    if (!hasCooperativeMatrix())
+      GTEST_SKIP() << ctx_->info().name << " has no VK_NV_cooperative_matrix (compiled and validated only)";
+    auto upload = [&](const void *data, size_t bytes, const std::string &name) {
+      vk::Buffer b = ctx_->createBuffer(std::max<size_t>(bytes, 16), name);
+      ctx_->upload(b, 0, data, bytes);
+      return b;
+    };
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(x.data(), x.size() * 4, "x"));
+    for (size_t p = 0; p < rows.size(); ++p) {
+      std::vector<uint8_t> packed = packWeights(w[p], spec.weight);
+      buffers.push_back(upload(packed.data(), packed.size(), "w"));
+    }
+    if (spec.norm) buffers.push_back(upload(g.data(), g.size() * 4, "g"));
+    for (size_t p = 0; p < rows.size(); ++p)
+      if (biased[p]) buffers.push_back(upload(bias[p].data(), bias[p].size() * 4, "bias"));
+    const size_t firstResult = buffers.size();
+    for (int64_t n : gateUp ? std::vector<int64_t>{spec.n} : rows) {
+      buffers.push_back(ctx_->createBuffer(t * n * 4, "result"));
+      ctx_->fill(buffers.back(), 0x7fc00000u);
+    }
+    buffers.push_back(ctx_->createBuffer(64, "state"));
+    ctx_->fill(buffers.back(), 0);
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+    std::vector<vk::BufferRange> ranges;
+    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
+    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
+                                                 plan::kPushConstantBytes, "grouped matmul test kernel");
+    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
+    std::array<uint32_t, 3> grid = codegen::matmulGrid(spec, t);
+    uint32_t push[2] = {t, 0};
+    VkCommandBuffer cmd = ctx_->beginCommands();
+    ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
+    ctx_->submitAndWait(cmd);
+    double tolerance = 1e-5 * double(k) + 1e-4 + 4e-3 * std::sqrt(double(k));
+    for (size_t r = 0; r < (gateUp ? 1u : rows.size()); ++r) {
+      const int64_t n = rows[r];
+      std::vector<float> result(t * n);
+      ctx_->download(buffers[firstResult + r], 0, result.data(), result.size() * 4);
+      for (uint32_t row = 0; row < t; ++row)
+        for (int64_t col = 0; col < n; ++col) {
+          double expected = 0;
+          if (gateUp) {
+            double gate = product(0, row, col), up = product(1, row, col);
+            expected = gate / (1.0 + std::exp(-gate)) * up;
+          } else {
+            expected = product(r, row, col);
+          }
+          double scale = gateUp ? 1.0 + std::abs(expected) * 0.01 : 1.0;
+          ASSERT_NEAR(result[row * n + col], expected, tolerance * scale)
+              << "T=" << t << " part " << r << " N=" << n << " K=" << k << ": token " << row << ", output "
+              << col;
+        }
+    }
+  }
+};
+
+TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
+  for (const char *target : {"nvidia", "nvidia:128x128x32:2x4"})
+    for (int variant = 0; variant < 4; ++variant) {
+      MatMulSpec spec;
+      spec.variant = codegen::MatMulVariant::Coop;
+      spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+      spec.weight = variant & 2 ? plan::DType::BF16 : plan::DType::F16;
+      spec.norm = variant & 1;
+      spec.eps = 1e-5;
+      spec.k = 200;
+      spec.mode = MatMulMode::GateUp;
+      spec.n = 150;
+      spec.biasA = spec.biasB = variant == 3;
+      checkGrouped(spec, 70);
+      if (HasFatalFailure()) return;
+      spec.mode = MatMulMode::QKV;
+      spec.n = 192, spec.nK = 40, spec.nV = 64;
+      spec.biasA = spec.biasB = spec.biasC = variant & 1;
+      checkGrouped(spec, 37);
+      if (HasFatalFailure()) return;
+    }
 }
 
 // Decode's gemv (one token): shapes that take one team per pair of rows and several (long rows of narrow

@@ -57,7 +57,9 @@ int main(int argc, char **argv) {
   if (code == 0 && stats && options.emit == "plan") {
     auto mib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
     std::printf("architecture       %s\n", summary.architecture.c_str());
-    std::printf("dispatches/token   %lld\n", static_cast<long long>(summary.dispatchesPerStep));
+    std::printf("dispatches/token   %lld (prefill: %lld per step)\n",
+                static_cast<long long>(summary.dispatchesPerStep),
+                static_cast<long long>(summary.prefillDispatches));
     std::printf("bytes/token        %.1f MiB of weights, %.1f KiB of activations, %.1f KiB of KV cache per "
                 "position of context\n",
                 mib(summary.decodeWeightBytes), static_cast<double>(summary.decodeActivationBytes) / 1024.0,

@@ -27,6 +27,10 @@ const uint KEYS_PER_GROUP = LANES / KEY_GROUPS;
 // Key loads in flight per invocation (a whole row up to head_dim 128).
 const uint K_BATCH = DIM_VECS < 32u ? DIM_VECS : 32u;
 const float NO_SCORE = -3.0e38;
+// The queries' and the combined output's vec4s per lane; the combine's splits per lane and per batch.
+const uint OUT_VECS = (QH * DIM_VECS + LANES - 1u) / LANES;
+const uint SPLITS_PER_LANE = (SPLITS + LANES - 1u) / LANES;
+const uint COMBINE_BATCH = OUT_VECS <= 4u ? 4u : 2u;
 
 shared vec4 queries_[QH][DIM_VECS];
 shared float p_[QH][LANES];
@@ -96,6 +100,18 @@ uint accIndex(uint x, uint split, uint h, uint d) { return ((x * SPLITS + split)
 uint maxIndex(uint x, uint split, uint h) { return XS * SPLITS * QH * HEAD_DIM + (x * SPLITS + split) * QH + h; }
 uint sumIndex(uint x, uint split, uint h) { return maxIndex(x, split, h) + XS * SPLITS * QH; }
 
+// Dims 4v..4v+3 of a split's partial output (zeros past HEAD_DIM).
+vec4 partialVec(uint x, uint split, uint h, uint v) {
+#if D_VEC4
+  return partial_v4[accIndex(x, split, h, 0u) / 4u + v];
+#else
+  vec4 r = vec4(0.0);
+  [[unroll]] for (uint c = 0; c < 4u; ++c)
+    if (4u * v + c < HEAD_DIM) r[c] = partial_[accIndex(x, split, h, 4u * v + c)];
+  return r;
+#endif
+}
+
 void main() {
   uint lane = gl_LocalInvocationID.x, x = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
   uint kvHead = x / HEAD_GROUPS, head0 = kvHead * GROUP + (x % HEAD_GROUPS) * QH;
@@ -108,12 +124,15 @@ void main() {
   uint begin = min(first + split * chunk, position + 1u), end = min(begin + chunk, position + 1u);
   uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
 
-  for (uint i = lane; i < QH * DIM_VECS; i += LANES) {
-    uint h = i / DIM_VECS, v = i % DIM_VECS;
-    vec4 q = vec4(0.0);
-    [[unroll]] for (uint c = 0; c < 4u; ++c)
-      if (4u * v + c < HEAD_DIM) q[c] = load_q((head0 + h) * HEAD_DIM + 4u * v + c) * SCALE;
-    queries_[h][v] = q;
+  [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
+    uint i = lane + j * LANES;
+    if (i < QH * DIM_VECS) {
+      uint h = i / DIM_VECS, v = i % DIM_VECS;
+      vec4 q = vec4(0.0);
+      [[unroll]] for (uint c = 0; c < 4u; ++c)
+        if (4u * v + c < HEAD_DIM) q[c] = load_q((head0 + h) * HEAD_DIM + 4u * v + c) * SCALE;
+      queries_[h][v] = q;
+    }
   }
   barrier();
 
@@ -217,23 +236,53 @@ void main() {
   if (!last_) return;
   memoryBarrierBuffer();
   if (lane == 0u) atomicExchange(counters[x], 0);  // ready for the next layer and step
-  // Each split's weight per head: exp(max_s - max) / sum over splits of exp(max_s - max) · sum_s.
-  if (lane < QH) {
-    float m = NO_SCORE;
-    for (uint s = 0; s < activeSplits; ++s) m = max(m, partial_[maxIndex(x, s, lane)]);
-    float total = 0.0;
-    for (uint s = 0; s < activeSplits; ++s) {
-      float w = exp(partial_[maxIndex(x, s, lane)] - m);
-      combineWeight_[s][lane] = w;
-      total += w * partial_[sumIndex(x, s, lane)];
+  // Each split's weight per head, exp(max_s - max) / sum over splits of exp(max_s - max) · sum_s: the lanes
+  // take the splits (lane, lane + 32, ...) with all of their loads issued at once.
+  float splitMax[SPLITS_PER_LANE][QH], splitSum[SPLITS_PER_LANE][QH], m[QH], total[QH];
+  [[unroll]] for (uint i = 0; i < SPLITS_PER_LANE; ++i) {
+    uint s = min(lane + i * LANES, activeSplits - 1u);
+    [[unroll]] for (uint h = 0; h < QH; ++h) {
+      splitMax[i][h] = partial_[maxIndex(x, s, h)];
+      splitSum[i][h] = partial_[sumIndex(x, s, h)];
     }
-    for (uint s = 0; s < activeSplits; ++s) combineWeight_[s][lane] /= total;
   }
+  [[unroll]] for (uint h = 0; h < QH; ++h) {
+    m[h] = NO_SCORE;
+    [[unroll]] for (uint i = 0; i < SPLITS_PER_LANE; ++i)
+      if (lane + i * LANES < activeSplits) m[h] = max(m[h], splitMax[i][h]);
+  }
+  reduceHeads(m, true);
+  [[unroll]] for (uint h = 0; h < QH; ++h) {
+    m[h] = reduced_[h], total[h] = 0.0;
+    [[unroll]] for (uint i = 0; i < SPLITS_PER_LANE; ++i)
+      if (lane + i * LANES < activeSplits) total[h] += exp(splitMax[i][h] - m[h]) * splitSum[i][h];
+  }
+  reduceHeads(total, false);
+  [[unroll]] for (uint i = 0; i < SPLITS_PER_LANE; ++i)
+    if (lane + i * LANES < activeSplits)
+      [[unroll]] for (uint h = 0; h < QH; ++h)
+        combineWeight_[lane + i * LANES][h] = exp(splitMax[i][h] - m[h]) / reduced_[h];
   barrier();
-  for (uint e = lane; e < QH * HEAD_DIM; e += LANES) {
-    uint h = e / HEAD_DIM, d = e % HEAD_DIM;
-    float out_ = 0.0;
-    for (uint s = 0; s < activeSplits; ++s) out_ += combineWeight_[s][h] * partial_[accIndex(x, s, h, d)];
-    store_result((head0 + h) * HEAD_DIM + d, out_);
+  // The output: each lane OUT_VECS vec4s of the heads' dims, the splits taken COMBINE_BATCH at a time with
+  // all of their loads in flight.
+  vec4 out_[OUT_VECS];
+  [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) out_[j] = vec4(0.0);
+  for (uint s0 = 0; s0 < activeSplits; s0 += COMBINE_BATCH) {
+    vec4 values[COMBINE_BATCH][OUT_VECS];
+    [[unroll]] for (uint u = 0; u < COMBINE_BATCH; ++u)
+      [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
+        uint i = min(lane + j * LANES, QH * DIM_VECS - 1u);
+        values[u][j] = partialVec(x, min(s0 + u, activeSplits - 1u), i / DIM_VECS, i % DIM_VECS);
+      }
+    [[unroll]] for (uint u = 0; u < COMBINE_BATCH; ++u)
+      if (s0 + u < activeSplits)
+        [[unroll]] for (uint j = 0; j < OUT_VECS; ++j)
+          out_[j] += combineWeight_[s0 + u][min(lane + j * LANES, QH * DIM_VECS - 1u) / DIM_VECS] * values[u][j];
+  }
+  [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
+    uint i = lane + j * LANES;
+    uint h = i / DIM_VECS, v = i % DIM_VECS;
+    [[unroll]] for (uint c = 0; c < 4u; ++c)
+      if (i < QH * DIM_VECS && 4u * v + c < HEAD_DIM) store_result((head0 + h) * HEAD_DIM + 4u * v + c, out_[j][c]);
   }
 }

@@ -9,6 +9,21 @@
 // NORM_PROLOGUE (RMSNorm with weight g): the rows are normalised before they are rounded to f16 (an
 // unnormalised residual stream can exceed the f16 range), so the workgroup first sums the squares of its
 // TILE_T rows. RESIDUAL adds a residual as the result is written.
+//
+// The grouped projections of prefill (gerbil-group-qkv, gerbil-group-gate-up on the nvidia target) share the
+// staged x of a workgroup between their weights:
+//   MODE_GATE_UP  a workgroup makes TILE_N / 2 outputs: its staged weight rows alternate, by fragment within
+//                 each subgroup's block, between w_gate and w_up rows of the same outputs, so a subgroup holds
+//                 both sums of an output and writes act(gate + bias_gate) * (up + bias_up). Grid
+//                 (ceil(N / (TILE_N / 2)), ...), N the outputs.
+//   MODE_QKV      workgroups [0, GROUPS_Q) take TILE_N rows of w_q each, the next GROUPS_K of w_k, the last
+//                 GROUPS_V of w_v, and write result_q, result_k, result_v (+ bias).
+#ifndef MODE_GATE_UP
+#define MODE_GATE_UP 0
+#endif
+#ifndef MODE_QKV
+#define MODE_QKV 0
+#endif
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
 const uint WARP_T = TILE_T / WARPS_T, WARP_N = TILE_N / WARPS_N;  // one subgroup's block
@@ -50,8 +65,25 @@ uvec4 wStaged_[W_CHUNKS];
 #ifndef COOP_DIAG_NO_GLOBAL
 #define COOP_DIAG_NO_GLOBAL 0
 #endif
-#ifndef COOP_DIAG_NO_MMA
-#define COOP_DIAG_NO_MMA 0
+
+#if MODE_GATE_UP
+// The output that staged weight row `row` belongs to: within each subgroup's block of WARP_N rows, fragment
+// f holds outputs (f / 2) * FRAG.. of the gate (f even) or the up (f odd) matrix.
+uint outputOfRow(uint row) {
+  uint inBlock = row % WARP_N;
+  return gl_WorkGroupID.x * (TILE_N / 2u) + (row / WARP_N) * (WARP_N / 2u) + (inBlock / FRAG / 2u) * FRAG +
+         inBlock % FRAG;
+}
+float activation(float x) {
+#if ACT_SILU
+  return silu(x);
+#else
+  return gelu(x);
+#endif
+}
+#endif
+#if MODE_QKV
+uvec3 part_;  // this workgroup's part (0 q, 1 k, 2 v), its tile within the part, the part's rows
 #endif
 
 void loadSlice(uint k0) {
@@ -73,8 +105,23 @@ void loadSlice(uint k0) {
   [[unroll]] for (uint i = 0; i < W_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
     uint row = c / CHUNKS, k = k0 + (c % CHUNKS) * 8u;
+    uvec4 w = uvec4(0u);
+#if MODE_GATE_UP
+    // A subgroup's rows all come from one matrix: 32 / CHUNKS rows divide a fragment's 16.
+    uint n = outputOfRow(row);
+    if (n < N && k < K) w = (row % WARP_N) / FRAG % 2u == 0u ? w_gate_v4[(n * K + k) / 8u] : w_up_v4[(n * K + k) / 8u];
+#elif MODE_QKV
+    uint n = part_.y * TILE_N + row;
+    if (n < part_.z && k < K) {
+      if (part_.x == 0u) w = w_q_v4[(n * K + k) / 8u];
+      else if (part_.x == 1u) w = w_k_v4[(n * K + k) / 8u];
+      else w = w_v_v4[(n * K + k) / 8u];
+    }
+#else
     uint n = gl_WorkGroupID.x * TILE_N + row;
-    wStaged_[i] = n < N && k < K ? w_v4[(n * K + k) / 8u] : uvec4(0u);
+    if (n < N && k < K) w = w_v4[(n * K + k) / 8u];
+#endif
+    wStaged_[i] = w;
   }
 }
 
@@ -111,20 +158,44 @@ void storeSlice(uint slot) {
 
 void main() {
   uint warp = gl_LocalInvocationIndex / SUBGROUP;
+#if MODE_QKV
+  {
+    uint g = gl_WorkGroupID.x;
+    uint part = g < GROUPS_Q ? 0u : g < GROUPS_Q + GROUPS_K ? 1u : 2u;
+    part_ = uvec3(part, g - (part == 0u ? 0u : part == 1u ? GROUPS_Q : GROUPS_Q + GROUPS_K),
+                  part == 0u ? N_Q : part == 1u ? N_K : N_V);
+  }
+#endif
   uint warpT = warp / WARPS_N, warpN = warp % WARPS_N;
 
 #if NORM_PROLOGUE
-  // Each subgroup sums the squares of TILE_T / (WARPS_T · WARPS_N) rows.
+  // Each subgroup sums the squares of TILE_T / (WARPS_T · WARPS_N) rows, up to 32 16-byte loads per lane
+  // in flight (a whole row of 4096, or several shorter rows): a loop that waited on each load would take
+  // longer than the products.
   const uint ROWS_PER_WARP = TILE_T / (WARPS_T * WARPS_N);
+  const uint ROW_VECS = K / 4u, LANE_VECS = (ROW_VECS + SUBGROUP - 1u) / SUBGROUP;
+  const uint BATCH = LANE_VECS < 32u ? LANE_VECS : 32u;
+  const uint ROWS_AT_ONCE = clamp(32u / LANE_VECS, 1u, ROWS_PER_WARP);
   uint rmsLane = gl_LocalInvocationIndex % SUBGROUP;
-  for (uint r = 0; r < ROWS_PER_WARP; ++r) {
-    uint row = warp * ROWS_PER_WARP + r;
-    uint t = gl_WorkGroupID.y * TILE_T + row;
-    float sum = 0.0;
-    if (t < step_.tokens)
-      for (uint k = rmsLane; k < K / 4u; k += SUBGROUP) sum += dot(x_v4[t * (K / 4u) + k], x_v4[t * (K / 4u) + k]);
-    sum = subgroupAdd(sum);
-    if (rmsLane == 0u) rowScale_[row] = inversesqrt(sum / float(K) + EPS);
+  for (uint r0 = 0; r0 < ROWS_PER_WARP; r0 += ROWS_AT_ONCE) {
+    float sums[ROWS_AT_ONCE];
+    [[unroll]] for (uint j = 0; j < ROWS_AT_ONCE; ++j) sums[j] = 0.0;
+    for (uint v0 = 0; v0 < LANE_VECS; v0 += BATCH) {
+      vec4 xs[ROWS_AT_ONCE][BATCH];
+      [[unroll]] for (uint j = 0; j < ROWS_AT_ONCE; ++j) {
+        uint t = min(gl_WorkGroupID.y * TILE_T + warp * ROWS_PER_WARP + r0 + j, step_.tokens - 1u);
+        [[unroll]] for (uint v = 0; v < BATCH; ++v)
+          xs[j][v] = x_v4[t * ROW_VECS + min(rmsLane + (v0 + v) * SUBGROUP, ROW_VECS - 1u)];
+      }
+      [[unroll]] for (uint j = 0; j < ROWS_AT_ONCE; ++j)
+        [[unroll]] for (uint v = 0; v < BATCH; ++v)
+          if (rmsLane + (v0 + v) * SUBGROUP < ROW_VECS) sums[j] += dot(xs[j][v], xs[j][v]);
+    }
+    [[unroll]] for (uint j = 0; j < ROWS_AT_ONCE; ++j) {
+      float sum = subgroupAdd(sums[j]);
+      if (rmsLane == 0u && r0 + j < ROWS_PER_WARP)
+        rowScale_[warp * ROWS_PER_WARP + r0 + j] = inversesqrt(sum / float(K) + EPS);
+    }
   }
   barrier();
 #endif
@@ -148,13 +219,8 @@ void main() {
         coopMatLoadNV(a[i], xTile_[current], (warpT * WARP_T + i * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, false);
       [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
         coopMatLoadNV(b[j], wTile_[current], (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
-#if COOP_DIAG_NO_MMA  // (gerbil-kernel-bench only) the fragment loads, without the products
-      [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
-        [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] += FragC(a[i]) + FragC(b[j]);
-#else
       [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
         [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
-#endif
     }
 #if COOP_STAGES == 2
     // The other buffer was last read in iteration s - 1, which every invocation finished before the
@@ -170,22 +236,78 @@ void main() {
 
   // The loop's last barrier ended every use of the row scales.
   uint lane = gl_LocalInvocationIndex % SUBGROUP, fragment = warp * FRAG * FRAG;
+  const uint PER_LANE = FRAG * FRAG / SUBGROUP;
+#if MODE_GATE_UP
+  [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
+    [[unroll]] for (uint p = 0; p < FRAGS_N / 2u; ++p) {
+      float gate[PER_LANE];
+      coopMatStoreNV(acc[i][2u * p], scratch_, fragment, FRAG, false);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      [[unroll]] for (uint m = 0; m < PER_LANE; ++m) gate[m] = scratch_[fragment + lane + m * SUBGROUP];
+      subgroupBarrier();
+      coopMatStoreNV(acc[i][2u * p + 1u], scratch_, fragment, FRAG, false);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
+      uint n0 = gl_WorkGroupID.x * (TILE_N / 2u) + warpN * (WARP_N / 2u) + p * FRAG;
+      [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
+        uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
+        if (t >= step_.tokens || n >= N) continue;
+        float g = gate[m], u = scratch_[fragment + e];
+#if BIAS_GATE
+        g += load_bias_gate(n);
+#endif
+#if BIAS_UP
+        u += load_bias_up(n);
+#endif
+        store_result(t * N + n, activation(g) * u);
+      }
+      subgroupBarrier();  // the fragment is written out before the next one overwrites it
+    }
+#else
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) {
       coopMatStoreNV(acc[i][j], scratch_, fragment, FRAG, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
+#if MODE_QKV
+      uint n0 = part_.y * TILE_N + warpN * WARP_N + j * FRAG;
+#else
       uint n0 = gl_WorkGroupID.x * TILE_N + warpN * WARP_N + j * FRAG;
-      for (uint e = lane; e < FRAG * FRAG; e += SUBGROUP) {
-        uint t = t0 + e / FRAG, n = n0 + e % FRAG;
+#endif
+      [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
+        uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
+#if MODE_QKV
+        if (t >= step_.tokens || n >= part_.z) continue;
+        float v = scratch_[fragment + e];
+        if (part_.x == 0u) {
+#if BIAS_Q
+          v += load_bias_q(n);
+#endif
+          store_result_q(t * N_Q + n, v);
+        } else if (part_.x == 1u) {
+#if BIAS_K
+          v += load_bias_k(n);
+#endif
+          store_result_k(t * N_K + n, v);
+        } else {
+#if BIAS_V
+          v += load_bias_v(n);
+#endif
+          store_result_v(t * N_V + n, v);
+        }
+#else
         if (t >= step_.tokens || n >= N) continue;
 #if RESIDUAL
         store_result(t * N + n, scratch_[fragment + e] + load_residual(t * N + n));
 #else
         store_result(t * N + n, scratch_[fragment + e]);
 #endif
+#endif
       }
       subgroupBarrier();  // the fragment is written out before the next one overwrites it
     }
+#endif
 }

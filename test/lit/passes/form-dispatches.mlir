@@ -23,3 +23,12 @@
 // CHECK: return %[[LOGITS]]
 // No computation is left outside a dispatch.
 // CHECK-NOT: gerbil.matmul {{.*}}-> tensor<?x16xf32>{{$}}
+
+// A q/k/v group gets its prefill launch from the target: on nvidia with f16 weights one cooperative-matrix
+// matmul over the three weights ("linear_qkv_coop": 64-wide tiles, one for each of q, k and v, and 64-token
+// ones); its decode kernel stays. With f32 weights (or the generic target) prefill runs the ops one by one.
+// RUN: gerbil-opt %S/Inputs/block.mlir --pass-pipeline='builtin.module(gerbil-assign-layout{dtype=f16},func.func(gerbil-group-qkv,gerbil-form-dispatches{target=nvidia}))' | FileCheck %s --check-prefix=COOP
+// RUN: gerbil-opt %S/Inputs/block.mlir --pass-pipeline='builtin.module(gerbil-assign-layout{dtype=f32},func.func(gerbil-group-qkv,gerbil-form-dispatches{target=nvidia}))' | FileCheck %s --check-prefix=APART
+// COOP: #[[PREFILL:map[0-9]*]] = affine_map<()[s0] -> (3, s0 ceildiv 64, 1)>
+// COOP: gerbil.dispatch "linear_qkv_coop"({{.*}}) grid #[[PREFILL]] workgroup [128, 1, 1] {decode_grid = #{{.*}}, decode_workgroup = array<i64: 128, 1, 1>}
+// APART: gerbil.dispatch "linear_qkv"(

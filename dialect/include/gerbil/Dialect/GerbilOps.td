@@ -205,7 +205,9 @@ def Gerbil_DispatchOp : Gerbil_Op<"dispatch",
     A dispatch may hold several ops (a fusion group: grouped projections with their epilogues, made by the
     grouping passes). Decode runs it as one kernel; prefill runs each op of the body as a launch of its own,
     and memory planning gives the values passed between them `internal_offsets` (one per op result of the
-    body that the yield does not return, in body order).
+    body that the yield does not return, in body order) — except that a group whose kernel ends in "_coop"
+    runs its projections (with their bias adds and, for gate/up, the activation product) as one launch of
+    `grid` and `workgroup`, and the rest of its body (RoPE, the KV-cache write) op by op after it.
   }];
   let arguments = (ins Variadic<AnyType>:$operands, StrAttr:$kernel, AffineMapAttr:$grid,
                        DenseI64ArrayAttr:$workgroup, OptionalAttr<DenseI64ArrayAttr>:$arena_offsets,

@@ -8,6 +8,8 @@
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/Operation.h"
 
+#include "gerbil/Dialect/GerbilDialect.h"
+
 #include <array>
 #include <optional>
 #include <string>
@@ -30,6 +32,16 @@ inline constexpr const char *kGateUpKernel = "linear_gate_up";
 GemvShape qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv);
 KernelChoice qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv);
 KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
+
+// Prefill of a grouped projection dispatch (kQKVKernel or kGateUpKernel) where the target has cooperative
+// matrices and the group's weights are f16 or bf16 with K a multiple of 8: one launch over all of its
+// weights (matmul_coop.glsl's MODE_QKV / MODE_GATE_UP), kernel family "<group>_coop", that shares the staged
+// input between them; the group's RoPE and KV-cache write still run after it, op by op. std::nullopt:
+// prefill runs every op of the group on its own.
+inline constexpr const char *kCoopSuffix = "_coop";
+std::optional<KernelChoice> groupPrefillKernel(DispatchOp group, const TargetProfile &profile);
+// The tiling of that launch (its gate/up variant needs subgroup blocks of whole gate/up fragment pairs).
+CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t n);
 
 // Whether a matmul of reduction width k may run on cooperative matrices under `profile` (matmul_coop.glsl
 // loads 16 bytes of weights at a time); it also needs f16 or bf16 weights on the device.
