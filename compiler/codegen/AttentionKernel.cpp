@@ -8,8 +8,44 @@
 
 namespace gerbil::codegen {
 
-KernelSource attentionKernel(const AttentionSpec &spec) {
+namespace {
+KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   namespace gd = mlir::gerbil;
+  if (!gd::fitsCoopAttention(spec.headDim))
+    throw CodegenError("tensor-core attention cannot take head_dim " + std::to_string(spec.headDim) +
+                       " (a multiple of 16 whose tiles fit 48 KiB)");
+  KernelSource k;
+  auto define = [&](const std::string &name, const std::string &value) {
+    k.defines.emplace_back(name, value);
+  };
+  define("HEADS", uintValue(spec.heads));
+  define("KV_HEADS", uintValue(spec.kvHeads));
+  define("HEAD_DIM", uintValue(spec.headDim));
+  define("SEQ", uintValue(spec.sequence));
+  define("SCALE", glslFloat(spec.scale));
+  define("WINDOW", uintValue(spec.window));
+  define("KV_TILE", uintValue(gd::kCoopAttentionKeyTile));
+  k.templateFile = "attention_prefill_coop.glsl";
+  k.workgroup = {32 * gd::kCoopAttentionWarps, 1, 1};
+  k.bindings = {{"q", Access::Read, plan::DType::F32, true},
+                {"k_cache", Access::Read, plan::DType::F32, true},
+                {"v_cache", Access::Read, plan::DType::F32, true},
+                {"result", Access::Write, plan::DType::F32, false}};
+  k.extensions = {"GL_NV_cooperative_matrix", "GL_EXT_shader_explicit_arithmetic_types_float16",
+                  "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic",
+                  "GL_KHR_shader_subgroup_shuffle"};
+  k.deviceExtensions = {"VK_NV_cooperative_matrix"};
+  k.needsFloat16 = true;
+  k.needsVulkanMemoryModel = true;
+  k.subgroupSize = 32;
+  k.sharedMemoryBytes = static_cast<uint32_t>(gd::coopAttentionSharedBytes(spec.headDim));
+  return k;
+}
+} // namespace
+
+KernelSource attentionKernel(const AttentionSpec &spec, bool coop) {
+  namespace gd = mlir::gerbil;
+  if (coop) return coopAttentionKernel(spec);
   KernelSource k;
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);
@@ -40,9 +76,10 @@ KernelSource attentionKernel(const AttentionSpec &spec) {
   return k;
 }
 
-std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens) {
+std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens, bool coop) {
   namespace gd = mlir::gerbil;
-  auto tiles = static_cast<uint32_t>((tokens + gd::kAttentionQueryTile - 1) / gd::kAttentionQueryTile);
+  const int64_t queryTile = coop ? 16 * gd::kCoopAttentionWarps : gd::kAttentionQueryTile;
+  auto tiles = static_cast<uint32_t>((tokens + queryTile - 1) / queryTile);
   return {static_cast<uint32_t>(spec.heads), tiles, 1};
 }
 

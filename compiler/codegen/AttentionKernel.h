@@ -14,11 +14,13 @@ struct AttentionSpec {
   int64_t window = 0; // sliding window; 0: none
 };
 
+// Prefill: the scalar flash-style kernel everywhere, or (coop) the tensor-core one of the nvidia target
+// (attention_prefill_coop.glsl; throws CodegenError for head dims it cannot take, see fitsCoopAttention).
 // Bindings: q, k_cache, v_cache, result (then the state buffer). The workgroup is the kernel catalog's.
-KernelSource attentionKernel(const AttentionSpec &spec);
+KernelSource attentionKernel(const AttentionSpec &spec, bool coop = false);
 
 // Workgroups for T queries (the kernel catalog gives dispatch formation the same).
-std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens);
+std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens, bool coop = false);
 
 // Decode: bindings q, k_cache, v_cache, result, partial (scratch), counters (scratch), then the state buffer.
 // The scratch holds a counter per workgroup column and every split's partial softmax result.

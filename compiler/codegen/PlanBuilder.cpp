@@ -390,7 +390,7 @@ private:
           // (attention_decode.glsl).
           if (decode) return specifyDecodeAttention(k, a);
           std::array<int64_t, 3> workgroup = k.source.workgroup;
-          k.source = attentionKernel(attentionSpec(a));
+          k.source = attentionKernel(attentionSpec(a), family == "attention_coop");
           if (k.source.workgroup != workgroup)
             throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
                                "' was formed for another workgroup size than its kernel's");

@@ -28,6 +28,22 @@ bool hasHalfWeights(Operation *mm) {
   return dtype.isF16() || dtype.isBF16();
 }
 
+// Whether the model's matrices are f16 or bf16 on the device: plans of f32 weights keep f32 arithmetic
+// everywhere (the tensor-core attention rounds its operands to f16).
+bool modelHasHalfWeights(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (!module) return false;
+  bool half = false;
+  module.walk([&](WeightOp weight) {
+    auto type = llvm::cast<RankedTensorType>(weight.getType());
+    if (type.getRank() != 2) return WalkResult::advance();
+    Type dtype = weight.getDeviceDtype() ? *weight.getDeviceDtype() : type.getElementType();
+    half = dtype.isF16() || dtype.isBF16();
+    return WalkResult::interrupt();
+  });
+  return half;
+}
+
 KernelChoice choice(MLIRContext *ctx, StringRef kernel, int64_t wg, AffineExpr x, AffineExpr y) {
   AffineExpr one = getAffineConstantExpr(1, ctx);
   return {kernel.str(), {wg, 1, 1}, AffineMap::get(0, 1, {x, y, one}, ctx), std::nullopt};
@@ -151,6 +167,9 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
       .Case<AttentionOp>([&](AttentionOp attn) {
         KernelChoice c = choice(ctx, "attention", kAttentionWorkgroup, constant(attn.getNumHeads()),
                                 tokens.ceilDiv(kAttentionQueryTile));
+        if (profile.cooperativeMatrix && fitsCoopAttention(attn.getHeadDim()) && modelHasHalfWeights(attn))
+          c = choice(ctx, "attention_coop", 32 * kCoopAttentionWarps, constant(attn.getNumHeads()),
+                     tokens.ceilDiv(16 * kCoopAttentionWarps));
         DecodeAttentionShape d =
             decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim());
         c.decodeGrid = AffineMap::get(

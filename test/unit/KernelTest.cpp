@@ -476,7 +476,9 @@ protected:
     }
   }
 
-  void check(const AttentionCase &c) {
+  // coop: the tensor-core kernel (f16 queries, keys, values and probabilities): compiled and validated
+  // everywhere, run where the device has VK_NV_cooperative_matrix.
+  void check(const AttentionCase &c, bool coop = false) {
     const codegen::AttentionSpec &spec = c.spec;
     const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
     const uint32_t t = c.tokens;
@@ -511,9 +513,13 @@ protected:
         }
       }
 
-    codegen::KernelSource source = codegen::attentionKernel(spec);
-    ASSERT_LE(source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
+    codegen::KernelSource source = codegen::attentionKernel(spec, coop);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "attention test kernel");
+    if (coop && !(ctx_->info().hasExtension("VK_NV_cooperative_matrix") && ctx_->info().subgroupSize == 32)) {
+      EXPECT_LE(source.sharedMemoryBytes, 48u * 1024);
+      GTEST_SKIP() << ctx_->info().name << " has no VK_NV_cooperative_matrix (compiled and validated only)";
+    }
+    ASSERT_LE(source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     auto upload = [&](const std::vector<float> &data, const std::string &name) {
       vk::Buffer b = ctx_->createBuffer(data.size() * 4, name);
       ctx_->upload(b, 0, data.data(), data.size() * 4);
@@ -534,16 +540,19 @@ protected:
     vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
                                                  plan::kPushConstantBytes, "attention test kernel");
     VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
-    std::array<uint32_t, 3> grid = codegen::attentionGrid(spec, t);
+    std::array<uint32_t, 3> grid = codegen::attentionGrid(spec, t, coop);
     uint32_t push[2] = {t, 0};
     VkCommandBuffer cmd = ctx_->beginCommands();
     ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
     ctx_->submitAndWait(cmd);
     std::vector<float> result(q.size());
     ctx_->download(buffers[3], 0, result.data(), result.size() * 4);
+    // f16 operands: a score is off by up to ~1e-3 of its size, a probability by 1e-3 relative.
+    const double tolerance = coop ? 1.5e-2 : 1e-4;
     for (size_t i = 0; i < result.size(); ++i)
-      ASSERT_NEAR(result[i], expected[i], 1e-4) << "T=" << t << " start=" << c.start << " head_dim=" << dim
-                                                << " window=" << spec.window << ": element " << i;
+      ASSERT_NEAR(result[i], expected[i], tolerance)
+          << "T=" << t << " start=" << c.start << " head_dim=" << dim << " window=" << spec.window
+          << " coop=" << coop << ": element " << i;
   }
 
   std::unique_ptr<vk::Context> ctx_;
@@ -675,6 +684,29 @@ TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
       {{4, 2, 16, 160, 0.25, 13}, 70, 9}, {{2, 2, 128, 160, 0.088, 0}, 40, 10},
   };
   for (const AttentionCase &c : cases) check(c);
+}
+
+TEST_F(AttentionKernelTest, PrefillOnCooperativeMatricesMatchesTheReference) {
+  // Head dims 64 and 128 (the models'), 16 and 32; across query tiles (64) and key tiles (32), after earlier
+  // positions in the cache, grouped-query heads, a sliding window.
+  const AttentionCase cases[] = {
+      {{4, 1, 16, 300, 0.25, 0}, 1, 0},     {{4, 1, 64, 300, 0.125, 0}, 70, 0},
+      {{4, 2, 128, 300, 0.088, 0}, 130, 0}, {{4, 2, 128, 300, 0.088, 0}, 37, 150},
+      {{2, 2, 32, 300, 0.17, 0}, 100, 5},   {{4, 2, 64, 300, 0.125, 40}, 150, 20},
+  };
+  for (const AttentionCase &c : cases) {
+    check(c, true);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
+
+TEST(AttentionKernelSpec, TensorCoresTakeHeadDimsThatFit) {
+  EXPECT_TRUE(mlir::gerbil::fitsCoopAttention(64));
+  EXPECT_TRUE(mlir::gerbil::fitsCoopAttention(128));
+  EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(72));  // not a multiple of 16
+  EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(256)); // its tiles do not fit 48 KiB
+  codegen::AttentionSpec spec{4, 2, 40, 100, 0.1, 0};
+  EXPECT_THROW(codegen::attentionKernel(spec, true), codegen::CodegenError);
 }
 
 TEST(MatMulKernelSpec, RefusesShapesItCannotTake) {

@@ -54,12 +54,17 @@ shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
 // previous slice, so that their latency hides behind them) and, after the products, the arithmetic on them
 // (norm, rounding to f16) and the stores into shared memory; nothing between uses a loaded value, so no
 // instruction waits on the loads before the products are issued.
+// COOP_PREFETCH 1: the loads of slice s + 1 are issued before the products of slice s; 2: those of slice
+// s + 2, into a second set of registers, so that two slices of products cover their latency.
 const uint X_CHUNKS = TILE_T * CHUNKS / WORKGROUP, W_CHUNKS = TILE_N * CHUNKS / WORKGROUP;
-vec4 xStaged_[X_CHUNKS][2];
-#if NORM_PROLOGUE
-vec4 gStaged_[X_CHUNKS][2];
+struct Staged {
+  vec4 x[X_CHUNKS][2];
+  vec4 g[X_CHUNKS][2];  // the norm weight under x (NORM_PROLOGUE)
+  uvec4 w[W_CHUNKS];
+};
+#ifndef COOP_PREFETCH
+#define COOP_PREFETCH 2
 #endif
-uvec4 wStaged_[W_CHUNKS];
 
 // COOP_DIAG_NO_GLOBAL (gerbil-kernel-bench only): no global loads, to time the rest.
 #ifndef COOP_DIAG_NO_GLOBAL
@@ -86,7 +91,7 @@ float activation(float x) {
 uvec3 part_;  // this workgroup's part (0 q, 1 k, 2 v), its tile within the part, the part's rows
 #endif
 
-void loadSlice(uint k0) {
+void loadSlice(uint k0, out Staged st) {
 #if COOP_DIAG_NO_GLOBAL
   return;
 #endif
@@ -95,11 +100,11 @@ void loadSlice(uint k0) {
     uint row = c / CHUNKS, k = k0 + (c % CHUNKS) * 8u;
     uint t = gl_WorkGroupID.y * TILE_T + row;
     bool live = t < step_.tokens && k < K;
-    xStaged_[i][0] = live ? x_v4[(t * K + k) / 4u] : vec4(0.0);
-    xStaged_[i][1] = live ? x_v4[(t * K + k) / 4u + 1u] : vec4(0.0);
+    st.x[i][0] = live ? x_v4[(t * K + k) / 4u] : vec4(0.0);
+    st.x[i][1] = live ? x_v4[(t * K + k) / 4u + 1u] : vec4(0.0);
 #if NORM_PROLOGUE
-    gStaged_[i][0] = g_v4[min(k, K - 8u) / 4u];
-    gStaged_[i][1] = g_v4[min(k, K - 8u) / 4u + 1u];
+    st.g[i][0] = g_v4[min(k, K - 8u) / 4u];
+    st.g[i][1] = g_v4[min(k, K - 8u) / 4u + 1u];
 #endif
   }
   [[unroll]] for (uint i = 0; i < W_CHUNKS; ++i) {
@@ -121,7 +126,7 @@ void loadSlice(uint k0) {
     uint n = gl_WorkGroupID.x * TILE_N + row;
     if (n < N && k < K) w = w_v4[(n * K + k) / 8u];
 #endif
-    wStaged_[i] = w;
+    st.w[i] = w;
   }
 }
 
@@ -132,14 +137,14 @@ uint bf16PairToHalf(uint p) {
 }
 #endif
 
-void storeSlice(uint slot) {
+void storeSlice(uint slot, Staged st) {
   [[unroll]] for (uint i = 0; i < X_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
-    vec4 a = xStaged_[i][0], b = xStaged_[i][1];
+    vec4 a = st.x[i][0], b = st.x[i][1];
 #if NORM_PROLOGUE
     float scale = rowScale_[c / CHUNKS];
-    a *= scale * gStaged_[i][0];
-    b *= scale * gStaged_[i][1];
+    a *= scale * st.g[i][0];
+    b *= scale * st.g[i][1];
 #endif
     xTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] =
         uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
@@ -147,12 +152,26 @@ void storeSlice(uint slot) {
   [[unroll]] for (uint i = 0; i < W_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
 #if W_BF16
-    uvec4 p = wStaged_[i];
+    uvec4 p = st.w[i];
     wTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] =
         uvec4(bf16PairToHalf(p.x), bf16PairToHalf(p.y), bf16PairToHalf(p.z), bf16PairToHalf(p.w));
 #else
-    wTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] = wStaged_[i];
+    wTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] = st.w[i];
 #endif
+  }
+}
+
+// The products of the slice in buffer `slot`: each subgroup's FRAGS_T x FRAGS_N fragments.
+void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uint warpN) {
+  [[unroll]] for (uint kk = 0; kk < TILE_K; kk += FRAG) {
+    FragA a[FRAGS_T];
+    FragB b[FRAGS_N];
+    [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
+      coopMatLoadNV(a[i], xTile_[slot], (warpT * WARP_T + i * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, false);
+    [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
+      coopMatLoadNV(b[j], wTile_[slot], (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
+    [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
+      [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
   }
 }
 
@@ -204,35 +223,48 @@ void main() {
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = FragC(0.0);
 
-  loadSlice(0u);
-  storeSlice(0u);
-  barrier();
   uint slices = (K + TILE_K - 1u) / TILE_K;
+#if COOP_PREFETCH == 2 && COOP_STAGES == 2
+  // Iterations in pairs, so that each set of staging registers has a name of its own: in an even iteration
+  // slice s is in buffer 0, slice s + 1 in registers b, and slice s + 2 is loaded into registers a.
+  Staged a, b;
+  loadSlice(0u, a);
+  storeSlice(0u, a);
+  if (slices > 1u) loadSlice(TILE_K, b);
+  barrier();
+  for (uint s = 0; s < slices; s += 2u) {
+    if (s + 2u < slices) loadSlice((s + 2u) * TILE_K, a);
+    multiplySlice(0u, acc, warpT, warpN);
+    if (s + 1u < slices) storeSlice(1u, b);
+    barrier();
+    if (s + 1u >= slices) break;
+    if (s + 3u < slices) loadSlice((s + 3u) * TILE_K, b);
+    multiplySlice(1u, acc, warpT, warpN);
+    if (s + 2u < slices) storeSlice(0u, a);
+    barrier();
+  }
+#else
+  Staged staged;
+  loadSlice(0u, staged);
+  storeSlice(0u, staged);
+  barrier();
   for (uint s = 0; s < slices; ++s) {
     uint current = s % COOP_STAGES;
     bool more = s + 1u < slices;
-    if (more) loadSlice((s + 1u) * TILE_K);
-    [[unroll]] for (uint kk = 0; kk < TILE_K; kk += FRAG) {
-      FragA a[FRAGS_T];
-      FragB b[FRAGS_N];
-      [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
-        coopMatLoadNV(a[i], xTile_[current], (warpT * WARP_T + i * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, false);
-      [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
-        coopMatLoadNV(b[j], wTile_[current], (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
-      [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
-        [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
-    }
+    if (more) loadSlice((s + 1u) * TILE_K, staged);
+    multiplySlice(current, acc, warpT, warpN);
 #if COOP_STAGES == 2
     // The other buffer was last read in iteration s - 1, which every invocation finished before the
     // barrier that ended it.
-    if (more) storeSlice(1u - current);
+    if (more) storeSlice(1u - current, staged);
     barrier();
 #else
     barrier();  // every product of this slice read the buffer
-    if (more) storeSlice(0u);
+    if (more) storeSlice(0u, staged);
     barrier();
 #endif
   }
+#endif
 
   // The loop's last barrier ended every use of the row scales.
   uint lane = gl_LocalInvocationIndex % SUBGROUP, fragment = warp * FRAG * FRAG;

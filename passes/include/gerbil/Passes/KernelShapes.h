@@ -57,6 +57,22 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
   return gemvShapeWithSplit(split, pairedRows);
 }
 
+// Prefill attention on cooperative matrices (attention_prefill_coop.glsl): kCoopAttentionWarps subgroups of
+// 16 queries each per workgroup, keys staged kCoopAttentionKeyTile at a time. Its shared memory (f16 query,
+// key and value tiles of padded rows, each subgroup's f32 scores and f16 probabilities) must fit the 48 KiB
+// of the devices that have the extension: head dims that are multiples of 16 up to 128.
+inline constexpr int64_t kCoopAttentionWarps = 4;
+inline constexpr int64_t kCoopAttentionKeyTile = 32;
+inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim) {
+  const int64_t rowBytes = (headDim / 8 + 1) * 16, queries = 16 * kCoopAttentionWarps;
+  return (queries + 2 * kCoopAttentionKeyTile) * rowBytes +
+         kCoopAttentionWarps * 16 * kCoopAttentionKeyTile * 4 +
+         kCoopAttentionWarps * 16 * (kCoopAttentionKeyTile / 8 + 1) * 16;
+}
+inline constexpr bool fitsCoopAttention(int64_t headDim) {
+  return headDim % 16 == 0 && coopAttentionSharedBytes(headDim) <= 48 * 1024;
+}
+
 // Decode attention (attention_decode.glsl): one workgroup of kDecodeAttentionWorkgroup invocations per
 // (x, split): x handles `queryHeads` query heads of kv head x / headGroups, the split one of up to `splits`
 // chunks of the cached positions (at least minChunk each). Enough splits that kvHeads * headGroups * splits

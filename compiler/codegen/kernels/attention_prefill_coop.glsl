@@ -1,0 +1,173 @@
+// Causal grouped-query attention for prefill on tensor cores (GL_NV_cooperative_matrix, f16 operands, f32
+// accumulators). Each workgroup of WARPS subgroups takes Q_TILE = 16 · WARPS queries of one head, each
+// subgroup 16 of them; keys and values are staged in shared memory KV_TILE at a time (rounded to f16).
+// GL_NV_cooperative_matrix says nothing of which fragment element is which row, so the output cannot be
+// rescaled row by row as an online softmax would: the softmax is taken in two passes over the keys instead.
+//   pass 1: S = Q·Kᵀ per tile (through shared memory, where the lanes read it by row): each row's max and sum
+//           of exponentials, rescaled as the max grows (two lanes a row);
+//   pass 2: S again, P = exp(S - max) / sum rounded to f16 in shared memory, and O += P·V on the tensor cores.
+// The extra Q·Kᵀ costs half the products again; no T×T matrix is ever stored. The output fragments leave
+// through shared memory so that rows past T are not written.
+// Grid (HEADS, ceil(T / Q_TILE), 1). HEAD_DIM a multiple of 16.
+const uint FRAG = 16u;
+const uint SUBGROUP = 32u;
+const uint WARPS = WORKGROUP / SUBGROUP;
+const uint Q_TILE = FRAG * WARPS;
+const uint D_FRAGS = HEAD_DIM / FRAG;
+const uint K_FRAGS = KV_TILE / FRAG;
+// Rows of the staged f16 tiles as 16-byte words, padded by one word (bank spread of the fragment loads).
+const uint ROW_WORDS = HEAD_DIM / 8u + 1u;
+const uint P_WORDS = KV_TILE / 8u + 1u;
+const float NO_SCORE = -3.0e38;
+
+#define FragA fcoopmatNV<16, gl_ScopeSubgroup, FRAG, FRAG>
+#define FragB fcoopmatNV<16, gl_ScopeSubgroup, FRAG, FRAG>
+#define FragC fcoopmatNV<32, gl_ScopeSubgroup, FRAG, FRAG>
+
+shared uvec4 qTile_[Q_TILE * ROW_WORDS];
+shared uvec4 kTile_[KV_TILE * ROW_WORDS];
+shared uvec4 vTile_[KV_TILE * ROW_WORDS];
+shared float sTile_[WARPS][FRAG * KV_TILE];  // one subgroup's scores, row-major
+shared uvec4 pTile_[WARPS][FRAG * P_WORDS];   // its probabilities, f16
+
+// Dims 4 · d4.. of a cached key or value.
+vec4 loadCache(uint kvHead, uint key, uint d4, bool values) {
+  uint at = ((kvHead * SEQ + key) * HEAD_DIM) / 4u + d4;
+  return values ? v_cache_v4[at] : k_cache_v4[at];
+}
+
+// Keys [key0, key0 + KV_TILE) of kv head `kvHead` (and their values) into the shared tiles; keys past
+// `lastKey` are zeros (never unmasked).
+void stageKeys(uint kvHead, uint key0, uint lastKey, bool withValues) {
+  const uint WORDS = KV_TILE * HEAD_DIM / 8u;
+  for (uint w = gl_LocalInvocationIndex; w < WORDS; w += WORKGROUP) {
+    uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u), key = key0 + r;
+    bool live = key <= lastKey;
+    vec4 a = live ? loadCache(kvHead, key, 2u * c, false) : vec4(0.0);
+    vec4 b = live ? loadCache(kvHead, key, 2u * c + 1u, false) : vec4(0.0);
+    kTile_[r * ROW_WORDS + c] = uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+    if (withValues) {
+      a = live ? loadCache(kvHead, key, 2u * c, true) : vec4(0.0);
+      b = live ? loadCache(kvHead, key, 2u * c + 1u, true) : vec4(0.0);
+      vTile_[r * ROW_WORDS + c] = uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+    }
+  }
+}
+
+// This subgroup's scores against the staged keys, into sTile_[warp] (row = query, column = key).
+void scoreTile(uint warp, FragA q[D_FRAGS]) {
+  [[unroll]] for (uint a = 0; a < K_FRAGS; ++a) {
+    FragC s = FragC(0.0);
+    [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) {
+      FragB k;
+      coopMatLoadNV(k, kTile_, a * FRAG * ROW_WORDS + dd * 2u, ROW_WORDS, true);
+      s = coopMatMulAddNV(q[dd], k, s);
+    }
+    coopMatStoreNV(s, sTile_[warp], a * FRAG, KV_TILE, false);
+  }
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+}
+
+// Whether query position `position` sees key `key` (causal, and the sliding window).
+bool sees(uint position, uint key) {
+  return key <= position && (WINDOW == 0u || key + WINDOW > position);
+}
+
+void main() {
+  uint head = gl_WorkGroupID.x, kvHead = head / (HEADS / KV_HEADS);
+  uint warp = gl_LocalInvocationIndex / SUBGROUP, lane = gl_LocalInvocationIndex % SUBGROUP;
+  uint t0 = gl_WorkGroupID.y * Q_TILE;
+  uint tLast = min(t0 + Q_TILE, step_.tokens) - 1u;
+  // Keys any query of the tile may see: [tileFirst, tileLast], the same loop for every invocation.
+  uint firstPosition = state_.position + t0, lastPosition = state_.position + tLast;
+  uint tileFirst = (WINDOW > 0u && firstPosition + 1u > WINDOW) ? firstPosition + 1u - WINDOW : 0u;
+  uint key0 = tileFirst - tileFirst % KV_TILE;
+
+  // The queries (scaled), rounded to f16, then each subgroup's as A fragments held through both passes.
+  for (uint w = gl_LocalInvocationIndex; w < Q_TILE * HEAD_DIM / 8u; w += WORKGROUP) {
+    uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u), t = t0 + r;
+    vec4 a = vec4(0.0), b = vec4(0.0);
+    if (t < step_.tokens) {
+      uint at = ((t * HEADS + head) * HEAD_DIM + 8u * c) / 4u;
+      a = q_v4[at] * SCALE;
+      b = q_v4[at + 1u] * SCALE;
+    }
+    qTile_[r * ROW_WORDS + c] = uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+  }
+  barrier();
+  FragA q[D_FRAGS];
+  [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd)
+    coopMatLoadNV(q[dd], qTile_, warp * FRAG * ROW_WORDS + dd * 2u, ROW_WORDS, false);
+
+  // Two lanes a row: row `row` of the subgroup's 16, columns [half · KV_TILE / 2, (half + 1) · KV_TILE / 2).
+  const uint HALF = KV_TILE / 2u;
+  uint row = lane / 2u, half_ = lane % 2u;
+  uint position = state_.position + t0 + warp * FRAG + row;
+  float rowMax = NO_SCORE, rowSum = 0.0;
+
+  // Pass 1: the softmax statistics of every row.
+  for (uint k0 = key0; k0 <= lastPosition; k0 += KV_TILE) {
+    stageKeys(kvHead, k0, lastPosition, false);
+    barrier();
+    scoreTile(warp, q);
+    float tileMax = NO_SCORE;
+    [[unroll]] for (uint c = 0; c < HALF; ++c) {
+      uint key = k0 + half_ * HALF + c;
+      if (sees(position, key)) tileMax = max(tileMax, sTile_[warp][row * KV_TILE + half_ * HALF + c]);
+    }
+    tileMax = max(tileMax, subgroupShuffleXor(tileMax, 1u));
+    float newMax = max(rowMax, tileMax), sum = 0.0;
+    [[unroll]] for (uint c = 0; c < HALF; ++c) {
+      uint key = k0 + half_ * HALF + c;
+      if (sees(position, key)) sum += exp(sTile_[warp][row * KV_TILE + half_ * HALF + c] - newMax);
+    }
+    sum += subgroupShuffleXor(sum, 1u);
+    rowSum = rowSum * exp(rowMax - newMax) + sum;
+    rowMax = newMax;
+    barrier();  // the keys are restaged next
+  }
+  float inverseSum = rowSum > 0.0 ? 1.0 / rowSum : 0.0;
+
+  // Pass 2: the normalised probabilities times the values.
+  FragC o[D_FRAGS];
+  [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) o[dd] = FragC(0.0);
+  for (uint k0 = key0; k0 <= lastPosition; k0 += KV_TILE) {
+    stageKeys(kvHead, k0, lastPosition, true);
+    barrier();
+    scoreTile(warp, q);
+    float p[HALF];
+    [[unroll]] for (uint c = 0; c < HALF; ++c) {
+      uint key = k0 + half_ * HALF + c;
+      p[c] = sees(position, key) ? exp(sTile_[warp][row * KV_TILE + half_ * HALF + c] - rowMax) * inverseSum : 0.0;
+    }
+    [[unroll]] for (uint c = 0; c < HALF; c += 8u)
+      pTile_[warp][row * P_WORDS + (half_ * HALF + c) / 8u] =
+          uvec4(packHalf2x16(vec2(p[c], p[c + 1u])), packHalf2x16(vec2(p[c + 2u], p[c + 3u])),
+                packHalf2x16(vec2(p[c + 4u], p[c + 5u])), packHalf2x16(vec2(p[c + 6u], p[c + 7u])));
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint a = 0; a < K_FRAGS; ++a) {
+      FragA pa;
+      coopMatLoadNV(pa, pTile_[warp], a * 2u, P_WORDS, false);
+      [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) {
+        FragB v;
+        coopMatLoadNV(v, vTile_, a * FRAG * ROW_WORDS + dd * 2u, ROW_WORDS, false);
+        o[dd] = coopMatMulAddNV(pa, v, o[dd]);
+      }
+    }
+    barrier();  // the keys and values are restaged next
+  }
+
+  // The output, 16 columns at a time through this subgroup's score tile.
+  [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) {
+    coopMatStoreNV(o[dd], sTile_[warp], 0u, FRAG, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint e = lane; e < FRAG * FRAG; e += SUBGROUP) {
+      uint r = e / FRAG, t = t0 + warp * FRAG + r;
+      if (t < step_.tokens) store_result((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG, sTile_[warp][e]);
+    }
+    subgroupBarrier();
+  }
+}
