@@ -55,7 +55,10 @@ shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
 // (norm, rounding to f16) and the stores into shared memory; nothing between uses a loaded value, so no
 // instruction waits on the loads before the products are issued.
 // COOP_PREFETCH 1: the loads of slice s + 1 are issued before the products of slice s; 2: those of slice
-// s + 2, into a second set of registers, so that two slices of products cover their latency.
+// s + 2, into a second set of registers, so that two slices of products cover their latency. 2 measured
+// slower on the H200 (bench/sweeps/2026-12-03-c.txt: -8% on Llama-3-8B's down_proj, -24% on Qwen2.5-0.5B's,
+// +2% on gate/up; the extra registers cost more than the latency they hide at one workgroup per
+// multiprocessor), so 1 is the default and 2 a variant to tune with (gerbil-kernel-bench --define).
 const uint X_CHUNKS = TILE_T * CHUNKS / WORKGROUP, W_CHUNKS = TILE_N * CHUNKS / WORKGROUP;
 struct Staged {
   vec4 x[X_CHUNKS][2];
@@ -63,7 +66,7 @@ struct Staged {
   uvec4 w[W_CHUNKS];
 };
 #ifndef COOP_PREFETCH
-#define COOP_PREFETCH 2
+#define COOP_PREFETCH 1
 #endif
 
 // COOP_DIAG_NO_GLOBAL (gerbil-kernel-bench only): no global loads, to time the rest.
