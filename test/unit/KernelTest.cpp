@@ -215,10 +215,14 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
                  << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
                  << "validated only)";
   }
+  // Every shape with the norm and the residual in f16; every variant and weight type on two shapes (each
+  // kernel is compiled by the driver: the whole cross product took over a minute on the H200).
   for (const char *target : targets)
-    for (const Shape &shape : shapes)
+    for (size_t s = 0; s < std::size(shapes); ++s)
       for (int variant = 0; variant < 4; ++variant)
         for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16}) {
+          const Shape &shape = shapes[s];
+          if (s != 1 && s != 4 && (variant != 3 || dtype != plan::DType::F16)) continue;
           MatMulSpec spec;
           spec.variant = MatMulVariant::Coop;
           spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
