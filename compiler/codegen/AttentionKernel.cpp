@@ -9,6 +9,16 @@
 namespace gerbil::codegen {
 
 namespace {
+// The defines every attention kernel reads.
+void defineAttention(KernelSource &k, const AttentionSpec &spec) {
+  k.defines.emplace_back("HEADS", uintValue(spec.heads));
+  k.defines.emplace_back("KV_HEADS", uintValue(spec.kvHeads));
+  k.defines.emplace_back("HEAD_DIM", uintValue(spec.headDim));
+  k.defines.emplace_back("SEQ", uintValue(spec.sequence));
+  k.defines.emplace_back("SCALE", glslFloat(spec.scale));
+  k.defines.emplace_back("WINDOW", uintValue(spec.window));
+}
+
 KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   namespace gd = mlir::gerbil;
   if (!gd::fitsCoopAttention(spec.headDim))
@@ -18,12 +28,7 @@ KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);
   };
-  define("HEADS", uintValue(spec.heads));
-  define("KV_HEADS", uintValue(spec.kvHeads));
-  define("HEAD_DIM", uintValue(spec.headDim));
-  define("SEQ", uintValue(spec.sequence));
-  define("SCALE", glslFloat(spec.scale));
-  define("WINDOW", uintValue(spec.window));
+  defineAttention(k, spec);
   define("KV_TILE", uintValue(gd::kCoopAttentionKeyTile));
   k.templateFile = "attention_prefill_coop.glsl";
   k.workgroup = {32 * gd::kCoopAttentionWarps, 1, 1};
@@ -50,12 +55,7 @@ KernelSource attentionKernel(const AttentionSpec &spec, bool coop) {
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);
   };
-  define("HEADS", uintValue(spec.heads));
-  define("KV_HEADS", uintValue(spec.kvHeads));
-  define("HEAD_DIM", uintValue(spec.headDim));
-  define("SEQ", uintValue(spec.sequence));
-  define("SCALE", glslFloat(spec.scale));
-  define("WINDOW", uintValue(spec.window));
+  defineAttention(k, spec);
   k.workgroup = {gd::kAttentionWorkgroup, 1, 1};
   k.bindings = {{"q", Access::Read, plan::DType::F32, false},
                 {"k_cache", Access::Read, plan::DType::F32, false},
@@ -95,16 +95,11 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
   k.workgroup = {shape.workgroup, 1, 1};
   k.subgroupOps = subgroupOps;
   const bool vec4 = spec.headDim % 4 == 0;
-  define("HEADS", uintValue(spec.heads));
-  define("KV_HEADS", uintValue(spec.kvHeads));
-  define("HEAD_DIM", uintValue(spec.headDim));
+  defineAttention(k, spec);
   define("QUERY_HEADS", uintValue(shape.queryHeads));
   define("HEAD_GROUPS", uintValue(shape.headGroups));
   define("SPLITS", uintValue(shape.splits));
   define("MIN_CHUNK", uintValue(shape.minChunk));
-  define("SEQ", uintValue(spec.sequence));
-  define("SCALE", glslFloat(spec.scale));
-  define("WINDOW", uintValue(spec.window));
   define("D_VEC4", vec4 ? "1" : "0");
   k.bindings = {{"q", Access::Read, plan::DType::F32},
                 {"k_cache", Access::Read, plan::DType::F32, vec4},

@@ -251,6 +251,17 @@ private:
     const std::string family = own ? own->kernel : dispatch.getKernel().str();
     k.source.templateFile = family + ".glsl";
 
+    // The kernel of a gerbil.matmul / gerbil.linear, whose operands are input, weight, [norm], [residual]: it
+    // must have been formed for this workgroup size.
+    auto takeLinearKernel = [&](KernelSource source) {
+      if (source.workgroup != k.source.workgroup)
+        throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
+                           "' was formed for another workgroup size than its kernel's");
+      k.source = std::move(source);
+      unsigned next = 0;
+      for (const KernelBinding &b : k.source.bindings)
+        k.origins.push_back(b.name == "result" ? result : operand(next++));
+    };
     llvm::TypeSwitch<Operation *>(op)
         .Case<gd::EmbeddingOp>([&](gd::EmbeddingOp e) {
           define("VOCAB", uintValue(e.getTable().getType().getDimSize(0)));
@@ -287,51 +298,33 @@ private:
           // matmul, or linear with an RMSNorm prologue and/or a residual epilogue: the tiled or the
           // tensor-core kernel for prefill, as the catalog chose, and gemv for the one-token decode variant.
           auto linear = dyn_cast<gd::LinearOp>(m);
-          if (decode) {
-            // The one-token gemv (gemv.glsl).
-            GemvSpec spec;
+          auto shapeOf = [&](auto &spec) { // GemvSpec or MatMulSpec: shape, weight type, prologue, epilogue
             spec.k = rowWidth(m->getOperand(0));
             spec.n = rowWidth(m->getResult(0));
             spec.norm = linear && linear.getNorm();
             spec.residual = linear && linear.getResidual();
             if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
             spec.weight = operandDType(gd::outsideDispatch(m->getOperand(1)));
+          };
+          if (decode) {
+            // The one-token gemv (gemv.glsl).
+            GemvSpec spec;
+            shapeOf(spec);
             spec.subgroupOps = options_.subgroupOps;
             if (spec.norm && operandDType(gd::outsideDispatch(m->getOperand(2))) != plan::DType::F32)
               throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
                                  "': the decode gemv reads its norm weight as f32");
-            std::array<int64_t, 3> workgroup = k.source.workgroup;
-            k.source = gemvKernel(spec);
-            if (k.source.workgroup != workgroup)
-              throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
-                                 "' was formed for another workgroup size than its kernel's");
-            // Operand order of gerbil.linear: input, weight, [norm], [residual].
-            unsigned next = 0;
-            for (const KernelBinding &b : k.source.bindings)
-              k.origins.push_back(b.name == "result" ? result : operand(next++));
+            takeLinearKernel(gemvKernel(spec));
             return;
           }
           // Prefill: the tiled or the tensor-core matmul, as the catalog chose.
           MatMulSpec spec;
-          spec.k = rowWidth(m->getOperand(0));
-          spec.n = rowWidth(m->getResult(0));
-          spec.norm = linear && linear.getNorm();
-          spec.residual = linear && linear.getResidual();
-          if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
-          spec.weight = operandDType(gd::outsideDispatch(m->getOperand(1)));
+          shapeOf(spec);
           if (spec.norm) spec.normWeight = operandDType(gd::outsideDispatch(m->getOperand(2)));
           bool coop = llvm::StringRef(family).ends_with("_coop");
           spec.variant = coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
           if (coop) spec.coopTiling = mlir::gerbil::coopTilingFor(*profile_, spec.n);
-          std::array<int64_t, 3> workgroup = k.source.workgroup;
-          k.source = matmulKernel(spec);
-          if (k.source.workgroup != workgroup)
-            throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
-                               "' was formed for another workgroup size than its kernel's");
-          // Operand order of gerbil.linear: input, weight, [norm], [residual].
-          unsigned next = 0;
-          for (const KernelBinding &b : k.source.bindings)
-            k.origins.push_back(b.name == "result" ? result : operand(next++));
+          takeLinearKernel(matmulKernel(spec));
         })
         .Case<gd::AddOp, gd::MulOp>([&](Operation *e) {
           k.source.templateFile = "elementwise.glsl";

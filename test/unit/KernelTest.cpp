@@ -57,7 +57,9 @@ std::vector<uint8_t> packWeights(const std::vector<float> &w, plan::DType dtype)
   return bytes;
 }
 
-class MatMulKernelTest : public ::testing::Test {
+// The device, the shader compiler and the plumbing every kernel test shares: buffers in, one launch, results
+// out.
+class KernelTestBase : public ::testing::Test {
 protected:
   void SetUp() override {
     vk::ContextOptions options;
@@ -74,6 +76,56 @@ protected:
            ctx_->info().subgroupSize == 32;
   }
 
+  vk::Buffer upload(const void *data, size_t bytes, const std::string &name) {
+    vk::Buffer b = ctx_->createBuffer(std::max<size_t>(bytes, 16), name);
+    ctx_->upload(b, 0, data, bytes);
+    return b;
+  }
+  vk::Buffer upload(const std::vector<float> &data, const std::string &name) {
+    return upload(data.data(), data.size() * 4, name);
+  }
+  // An output filled with NaN: an element the kernel misses fails the comparison.
+  vk::Buffer output(size_t floats, const std::string &name) {
+    vk::Buffer b = ctx_->createBuffer(std::max<size_t>(floats * 4, 16), name);
+    ctx_->fill(b, 0x7fc00000u);
+    return b;
+  }
+  // The state buffer every kernel binds last: the step's position, then the generated tokens.
+  vk::Buffer state(uint32_t position, size_t words = 16) {
+    std::vector<uint32_t> values(words, 0);
+    values[0] = position;
+    vk::Buffer b = ctx_->createBuffer(values.size() * 4, "state");
+    ctx_->upload(b, 0, values.data(), values.size() * 4);
+    return b;
+  }
+  std::vector<float> download(const vk::Buffer &b, size_t floats) {
+    std::vector<float> values(floats);
+    ctx_->download(b, 0, values.data(), floats * 4);
+    return values;
+  }
+
+  // Launches `spirv` over `grid` for a step of `tokens`, binding `buffers` in order, `launches` times.
+  void run(const std::vector<uint32_t> &spirv, const std::vector<vk::Buffer> &buffers,
+           std::array<uint32_t, 3> grid, uint32_t tokens, const std::string &name, int launches = 1) {
+    std::vector<vk::BufferRange> ranges;
+    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
+    vk::Pipeline pipeline =
+        ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()), plan::kPushConstantBytes, name);
+    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
+    uint32_t push[2] = {tokens, 0};
+    for (int i = 0; i < launches; ++i) {
+      VkCommandBuffer cmd = ctx_->beginCommands();
+      ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
+      ctx_->submitAndWait(cmd);
+    }
+  }
+
+  std::unique_ptr<vk::Context> ctx_;
+  codegen::ShaderCompiler compiler_;
+};
+
+class MatMulKernelTest : public KernelTestBase {
+protected:
   // Runs the kernel of `spec` on random inputs and compares every output with the reference.
   void check(MatMulSpec spec, const Shape &shape) {
     spec.k = shape.k;
@@ -117,35 +169,17 @@ protected:
                    << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
                    << "validated only)";
 
-    auto upload = [&](const void *data, size_t bytes, const std::string &name) {
-      vk::Buffer b = ctx_->createBuffer(std::max<size_t>(bytes, 16), name);
-      ctx_->upload(b, 0, data, bytes);
-      return b;
-    };
     std::vector<uint8_t> packed = packWeights(w, spec.weight);
     std::vector<vk::Buffer> buffers;
-    buffers.push_back(upload(x.data(), x.size() * 4, "x"));
+    buffers.push_back(upload(x, "x"));
     buffers.push_back(upload(packed.data(), packed.size(), "w"));
-    if (spec.norm) buffers.push_back(upload(g.data(), g.size() * 4, "g"));
-    if (spec.residual) buffers.push_back(upload(residual.data(), residual.size() * 4, "residual"));
-    buffers.push_back(ctx_->createBuffer(t * n * 4, "result"));
-    ctx_->fill(buffers.back(), 0x7fc00000u); // NaN: an output the kernel misses fails the comparison
-    buffers.push_back(ctx_->createBuffer(64, "state"));
-    ctx_->fill(buffers.back(), 0);
+    if (spec.norm) buffers.push_back(upload(g, "g"));
+    if (spec.residual) buffers.push_back(upload(residual, "residual"));
+    buffers.push_back(output(t * n, "result"));
+    buffers.push_back(state(0));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-
-    std::vector<vk::BufferRange> ranges;
-    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
-    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
-                                                 plan::kPushConstantBytes, "matmul test kernel");
-    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
-    std::array<uint32_t, 3> grid = codegen::matmulGrid(spec, t);
-    uint32_t push[2] = {t, 0};
-    VkCommandBuffer cmd = ctx_->beginCommands();
-    ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
-    ctx_->submitAndWait(cmd);
-    std::vector<float> result(t * n);
-    ctx_->download(buffers[buffers.size() - 2], 0, result.data(), result.size() * 4);
+    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel");
+    std::vector<float> result = download(buffers[buffers.size() - 2], t * n);
 
     // f32 accumulation in another order: the error grows with K. With f16 inputs the reference rounds them
     // too, but an input within rounding error of a tie may round the other way (one f16 step, 1/1024).
@@ -155,9 +189,6 @@ protected:
         ASSERT_NEAR(result[row * n + col], expected[row * n + col], tolerance)
             << "T=" << t << " N=" << n << " K=" << k << ": token " << row << ", output " << col;
   }
-
-  std::unique_ptr<vk::Context> ctx_;
-  codegen::ShaderCompiler compiler_;
 };
 
 const Shape kTiledShapes[] = {
@@ -285,43 +316,24 @@ protected:
         compiler_.compile(codegen::writeKernel(source), "grouped matmul test kernel");
     if (!hasCooperativeMatrix())
       GTEST_SKIP() << ctx_->info().name << " has no VK_NV_cooperative_matrix (compiled and validated only)";
-    auto upload = [&](const void *data, size_t bytes, const std::string &name) {
-      vk::Buffer b = ctx_->createBuffer(std::max<size_t>(bytes, 16), name);
-      ctx_->upload(b, 0, data, bytes);
-      return b;
-    };
     std::vector<vk::Buffer> buffers;
-    buffers.push_back(upload(x.data(), x.size() * 4, "x"));
+    buffers.push_back(upload(x, "x"));
     for (size_t p = 0; p < rows.size(); ++p) {
       std::vector<uint8_t> packed = packWeights(w[p], spec.weight);
       buffers.push_back(upload(packed.data(), packed.size(), "w"));
     }
-    if (spec.norm) buffers.push_back(upload(g.data(), g.size() * 4, "g"));
+    if (spec.norm) buffers.push_back(upload(g, "g"));
     for (size_t p = 0; p < rows.size(); ++p)
-      if (biased[p]) buffers.push_back(upload(bias[p].data(), bias[p].size() * 4, "bias"));
+      if (biased[p]) buffers.push_back(upload(bias[p], "bias"));
     const size_t firstResult = buffers.size();
-    for (int64_t n : gateUp ? std::vector<int64_t>{spec.n} : rows) {
-      buffers.push_back(ctx_->createBuffer(t * n * 4, "result"));
-      ctx_->fill(buffers.back(), 0x7fc00000u);
-    }
-    buffers.push_back(ctx_->createBuffer(64, "state"));
-    ctx_->fill(buffers.back(), 0);
+    for (int64_t n : gateUp ? std::vector<int64_t>{spec.n} : rows) buffers.push_back(output(t * n, "result"));
+    buffers.push_back(state(0));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    std::vector<vk::BufferRange> ranges;
-    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
-    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
-                                                 plan::kPushConstantBytes, "grouped matmul test kernel");
-    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
-    std::array<uint32_t, 3> grid = codegen::matmulGrid(spec, t);
-    uint32_t push[2] = {t, 0};
-    VkCommandBuffer cmd = ctx_->beginCommands();
-    ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
-    ctx_->submitAndWait(cmd);
+    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "grouped matmul test kernel");
     double tolerance = 1e-5 * double(k) + 1e-4 + 4e-3 * std::sqrt(double(k));
     for (size_t r = 0; r < (gateUp ? 1u : rows.size()); ++r) {
       const int64_t n = rows[r];
-      std::vector<float> result(t * n);
-      ctx_->download(buffers[firstResult + r], 0, result.data(), result.size() * 4);
+      std::vector<float> result = download(buffers[firstResult + r], t * n);
       for (uint32_t row = 0; row < t; ++row)
         for (int64_t col = 0; col < n; ++col) {
           double expected = 0;
@@ -366,7 +378,7 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
 // Decode's gemv (one token): shapes that take one team per pair of rows and several (long rows of narrow
 // projections), K not a multiple of 8 (scalar loads) and rows that end inside an unrolled step, every weight
 // type, with and without the norm prologue and the residual, with subgroup operations and without.
-class GemvKernelTest : public MatMulKernelTest {
+class GemvKernelTest : public KernelTestBase {
 protected:
   void checkGemv(codegen::GemvSpec spec) {
     const int64_t n = spec.n, k = spec.k;
@@ -392,34 +404,17 @@ protected:
 
     codegen::KernelSource source = codegen::gemvKernel(spec);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "gemv test kernel");
-    auto upload = [&](const void *data, size_t bytes, const std::string &name) {
-      vk::Buffer b = ctx_->createBuffer(std::max<size_t>(bytes, 16), name);
-      ctx_->upload(b, 0, data, bytes);
-      return b;
-    };
     std::vector<uint8_t> packed = packWeights(w, spec.weight);
     std::vector<vk::Buffer> buffers;
-    buffers.push_back(upload(x.data(), x.size() * 4, "x"));
+    buffers.push_back(upload(x, "x"));
     buffers.push_back(upload(packed.data(), packed.size(), "w"));
-    if (spec.norm) buffers.push_back(upload(g.data(), g.size() * 4, "g"));
-    if (spec.residual) buffers.push_back(upload(residual.data(), residual.size() * 4, "residual"));
-    buffers.push_back(ctx_->createBuffer(n * 4, "result"));
-    ctx_->fill(buffers.back(), 0x7fc00000u);
-    buffers.push_back(ctx_->createBuffer(64, "state"));
-    ctx_->fill(buffers.back(), 0);
+    if (spec.norm) buffers.push_back(upload(g, "g"));
+    if (spec.residual) buffers.push_back(upload(residual, "residual"));
+    buffers.push_back(output(n, "result"));
+    buffers.push_back(state(0));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    std::vector<vk::BufferRange> ranges;
-    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
-    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
-                                                 plan::kPushConstantBytes, "gemv test kernel");
-    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
-    std::array<uint32_t, 3> grid = codegen::gemvGrid(spec);
-    uint32_t push[2] = {1, 0};
-    VkCommandBuffer cmd = ctx_->beginCommands();
-    ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
-    ctx_->submitAndWait(cmd);
-    std::vector<float> result(n);
-    ctx_->download(buffers[buffers.size() - 2], 0, result.data(), result.size() * 4);
+    run(spirv, buffers, codegen::gemvGrid(spec), 1, "gemv test kernel");
+    std::vector<float> result = download(buffers[buffers.size() - 2], n);
     double tolerance = 1e-5 * double(k) + 1e-4;
     for (int64_t row = 0; row < n; ++row)
       ASSERT_NEAR(result[row], expected[row], tolerance)
@@ -470,16 +465,8 @@ struct AttentionCase {
   uint32_t tokens, start; // queries, and the position of the first
 };
 
-class AttentionKernelTest : public ::testing::Test {
+class AttentionKernelTest : public KernelTestBase {
 protected:
-  void SetUp() override {
-    try {
-      ctx_ = std::make_unique<vk::Context>(vk::ContextOptions{});
-    } catch (const vk::NoDeviceError &e) {
-      GTEST_SKIP() << e.what();
-    }
-  }
-
   // coop: the tensor-core kernel (f16 queries, keys, values and probabilities): compiled and validated
   // everywhere, run where the device has VK_NV_cooperative_matrix.
   void check(const AttentionCase &c, bool coop = false) {
@@ -519,38 +506,19 @@ protected:
 
     codegen::KernelSource source = codegen::attentionKernel(spec, coop);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "attention test kernel");
-    if (coop && !(ctx_->info().hasExtension("VK_NV_cooperative_matrix") && ctx_->info().subgroupSize == 32)) {
+    if (coop && !hasCooperativeMatrix()) {
       EXPECT_LE(source.sharedMemoryBytes, 48u * 1024);
       GTEST_SKIP() << ctx_->info().name << " has no VK_NV_cooperative_matrix (compiled and validated only)";
     }
     ASSERT_LE(source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
-    auto upload = [&](const std::vector<float> &data, const std::string &name) {
-      vk::Buffer b = ctx_->createBuffer(data.size() * 4, name);
-      ctx_->upload(b, 0, data.data(), data.size() * 4);
-      return b;
-    };
     std::vector<vk::Buffer> buffers;
     buffers.push_back(upload(q, "q"));
     buffers.push_back(upload(keys, "k_cache"));
     buffers.push_back(upload(values, "v_cache"));
-    buffers.push_back(ctx_->createBuffer(q.size() * 4, "result"));
-    ctx_->fill(buffers.back(), 0x7fc00000u);
-    std::vector<uint32_t> state(2 + seq, 0);
-    state[0] = c.start;
-    buffers.push_back(ctx_->createBuffer(state.size() * 4, "state"));
-    ctx_->upload(buffers.back(), 0, state.data(), state.size() * 4);
-    std::vector<vk::BufferRange> ranges;
-    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
-    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
-                                                 plan::kPushConstantBytes, "attention test kernel");
-    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
-    std::array<uint32_t, 3> grid = codegen::attentionGrid(spec, t, coop);
-    uint32_t push[2] = {t, 0};
-    VkCommandBuffer cmd = ctx_->beginCommands();
-    ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);
-    ctx_->submitAndWait(cmd);
-    std::vector<float> result(q.size());
-    ctx_->download(buffers[3], 0, result.data(), result.size() * 4);
+    buffers.push_back(output(q.size(), "result"));
+    buffers.push_back(state(c.start));
+    run(spirv, buffers, codegen::attentionGrid(spec, t, coop), t, "attention test kernel");
+    std::vector<float> result = download(buffers[3], q.size());
     // f16 operands: a score is off by up to ~1e-3 of its size, a probability by 1e-3 relative.
     const double tolerance = coop ? 1.5e-2 : 1e-4;
     for (size_t i = 0; i < result.size(); ++i)
@@ -558,9 +526,6 @@ protected:
           << "T=" << t << " start=" << c.start << " head_dim=" << dim << " window=" << spec.window
           << " coop=" << coop << ": element " << i;
   }
-
-  std::unique_ptr<vk::Context> ctx_;
-  codegen::ShaderCompiler compiler_;
 };
 
 // Decode: the query at `position` against the cache, split over the cached positions; each case runs
@@ -613,37 +578,20 @@ protected:
     ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<uint32_t> spirv =
         compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
-    auto upload = [&](const std::vector<float> &data, const std::string &name) {
-      vk::Buffer b = ctx_->createBuffer(data.size() * 4, name);
-      ctx_->upload(b, 0, data.data(), data.size() * 4);
-      return b;
-    };
     std::vector<vk::Buffer> buffers;
     buffers.push_back(upload(q, "q"));
     buffers.push_back(upload(keys, "k_cache"));
     buffers.push_back(upload(values, "v_cache"));
-    buffers.push_back(ctx_->createBuffer(q.size() * 4, "result"));
+    buffers.push_back(output(q.size(), "result"));
     buffers.push_back(ctx_->createBuffer(kernel.scratchPartialBytes, "partial"));
     buffers.push_back(ctx_->createBuffer(kernel.scratchCounterBytes, "counters"));
     ctx_->fill(buffers.back(), 0);
-    std::vector<uint32_t> state(2 + seq, 0);
-    state[0] = c.position;
-    buffers.push_back(ctx_->createBuffer(state.size() * 4, "state"));
-    ctx_->upload(buffers.back(), 0, state.data(), state.size() * 4);
+    buffers.push_back(state(c.position));
     ASSERT_EQ(buffers.size(), kernel.source.bindings.size() + 1);
-    std::vector<vk::BufferRange> ranges;
-    for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
-    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()),
-                                                 plan::kPushConstantBytes, "decode attention test kernel");
-    VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
     for (int run = 0; run < 2; ++run) {
-      ctx_->fill(buffers[3], 0x7fc00000u); // NaN: an output the kernel misses fails the comparison
-      uint32_t push[2] = {1, 0};
-      VkCommandBuffer cmd = ctx_->beginCommands();
-      ctx_->dispatch(cmd, pipeline, set, push, sizeof push, kernel.grid[0], kernel.grid[1], kernel.grid[2]);
-      ctx_->submitAndWait(cmd);
-      std::vector<float> result(q.size());
-      ctx_->download(buffers[3], 0, result.data(), result.size() * 4);
+      ctx_->fill(buffers[3], 0x7fc00000u); // NaN again: the second step must write every output too
+      this->run(spirv, buffers, kernel.grid, 1, "decode attention test kernel");
+      std::vector<float> result = download(buffers[3], q.size());
       for (size_t i = 0; i < result.size(); ++i)
         ASSERT_NEAR(result[i], expected[i], 1e-4)
             << "heads=" << heads << "/" << kvHeads << " head_dim=" << dim << " position=" << c.position

@@ -44,25 +44,15 @@ shared float partials_[QH][LANES / MIN_SUBGROUP_SIZE];
 shared float partials_[LANES];
 #endif
 
-// A row's dims 4v..4v+3 (zeros past HEAD_DIM).
-vec4 keyVec(uint row, uint v) {
+// Dims 4v..4v+3 of a cached key or value row (zeros past HEAD_DIM).
+vec4 cachedVec(uint row, uint v, bool value) {
 #if D_VEC4
-  return k_cache_v4[row * DIM_VECS + v];
+  return value ? v_cache_v4[row * DIM_VECS + v] : k_cache_v4[row * DIM_VECS + v];
 #else
   vec4 r = vec4(0.0);
   [[unroll]] for (uint c = 0; c < 4u; ++c)
-    if (4u * v + c < HEAD_DIM) r[c] = load_k_cache(row * HEAD_DIM + 4u * v + c);
-  return r;
-#endif
-}
-
-vec4 valueVec(uint row, uint v) {
-#if D_VEC4
-  return v_cache_v4[row * DIM_VECS + v];
-#else
-  vec4 r = vec4(0.0);
-  [[unroll]] for (uint c = 0; c < 4u; ++c)
-    if (4u * v + c < HEAD_DIM) r[c] = load_v_cache(row * HEAD_DIM + 4u * v + c);
+    if (4u * v + c < HEAD_DIM)
+      r[c] = value ? load_v_cache(row * HEAD_DIM + 4u * v + c) : load_k_cache(row * HEAD_DIM + 4u * v + c);
   return r;
 #endif
 }
@@ -152,7 +142,7 @@ void main() {
     for (uint v0 = 0; v0 < DIM_VECS; v0 += K_BATCH) {
       vec4 k[K_BATCH];
       [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
-        k[v] = live && v0 + v < DIM_VECS ? keyVec(rows + key, v0 + v) : vec4(0.0);
+        k[v] = live && v0 + v < DIM_VECS ? cachedVec(rows + key, v0 + v, false) : vec4(0.0);
       [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
         if (v0 + v < DIM_VECS)
           [[unroll]] for (uint h = 0; h < QH; ++h) score[h] += dot(queries_[h][v0 + v], k[v]);
@@ -180,7 +170,7 @@ void main() {
         vec4 values[KEYS_PER_GROUP];
         [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j) {
           uint at = keyGroup + j * KEY_GROUPS;
-          values[j] = at < count ? valueVec(rows + block + at, v) : vec4(0.0);
+          values[j] = at < count ? cachedVec(rows + block + at, v, true) : vec4(0.0);
         }
         [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j)
           [[unroll]] for (uint h = 0; h < QH; ++h) acc[h][i] += p_[h][keyGroup + j * KEY_GROUPS] * values[j];

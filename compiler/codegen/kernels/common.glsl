@@ -57,6 +57,18 @@ float gelu(float x) {
 #endif
 }
 
+// The activation of a gate/up group's epilogue (gemv.glsl in decode, matmul_coop.glsl in prefill), where
+// codegen defines ACT_SILU.
+#ifdef ACT_SILU
+float activation(float x) {
+#if ACT_SILU
+  return silu(x);
+#else
+  return gelu(x);
+#endif
+}
+#endif
+
 // cos and sin of the rotary angle position · inv_freq, in f32 as in transformers, the angle reduced to
 // [-pi, pi] in two steps so that they stay accurate for long positions on drivers with fast approximations
 // (rope.glsl, and gemv.glsl's q/k/v epilogue).

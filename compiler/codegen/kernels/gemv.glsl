@@ -137,15 +137,6 @@ const uint ROW_LOADS = K / PER_LOAD;
   }
 #endif
 
-#if MODE_GATE_UP
-float activation(float x) {
-#if ACT_SILU
-  return silu(x);
-#else
-  return gelu(x);
-#endif
-}
-#endif
 
 #if MODE_QKV && ROPE
 const float INV_FREQ[ROTARY_DIM / 2u] = float[](INV_FREQ_VALUES);

@@ -82,13 +82,6 @@ uint outputOfRow(uint row) {
   return gl_WorkGroupID.x * (TILE_N / 2u) + (row / WARP_N) * (WARP_N / 2u) + (inBlock / FRAG / 2u) * FRAG +
          inBlock % FRAG;
 }
-float activation(float x) {
-#if ACT_SILU
-  return silu(x);
-#else
-  return gelu(x);
-#endif
-}
 #endif
 #if MODE_QKV
 uvec3 part_;  // this workgroup's part (0 q, 1 k, 2 v), its tile within the part, the part's rows
