@@ -59,6 +59,13 @@ std::vector<uint8_t> packWeights(const std::vector<float> &w, plan::DType dtype)
 
 // The device, the shader compiler and the plumbing every kernel test shares: buffers in, one launch, results
 // out.
+// 1 / rms of a row of k values: the RMSNorm prologue's scale.
+double inverseRms(const float *row, int64_t k, double eps) {
+  double sumSquares = 0;
+  for (int64_t i = 0; i < k; ++i) sumSquares += double(row[i]) * row[i];
+  return 1.0 / std::sqrt(sumSquares / double(k) + eps);
+}
+
 class KernelTestBase : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -97,6 +104,19 @@ protected:
     vk::Buffer b = ctx_->createBuffer(values.size() * 4, "state");
     ctx_->upload(b, 0, values.data(), values.size() * 4);
     return b;
+  }
+  // The bindings of a matmul or gemv: x, w, [g], [residual], result (NaN), state.
+  std::vector<vk::Buffer> linearBuffers(const std::vector<float> &x, const std::vector<uint8_t> &w,
+                                        const std::vector<float> *g, const std::vector<float> *residual,
+                                        size_t outputs) {
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(x, "x"));
+    buffers.push_back(upload(w.data(), w.size(), "w"));
+    if (g) buffers.push_back(upload(*g, "g"));
+    if (residual) buffers.push_back(upload(*residual, "residual"));
+    buffers.push_back(output(outputs, "result"));
+    buffers.push_back(state(0));
+    return buffers;
   }
   std::vector<float> download(const vk::Buffer &b, size_t floats) {
     std::vector<float> values(floats);
@@ -144,12 +164,7 @@ protected:
     bool halfInputs = spec.variant == MatMulVariant::Coop;
     std::vector<double> expected(t * n);
     for (uint32_t row = 0; row < t; ++row) {
-      double scale = 1.0;
-      if (spec.norm) {
-        double sumSquares = 0;
-        for (int64_t i = 0; i < k; ++i) sumSquares += double(x[row * k + i]) * x[row * k + i];
-        scale = 1.0 / std::sqrt(sumSquares / double(k) + spec.eps);
-      }
+      double scale = spec.norm ? inverseRms(&x[row * k], k, spec.eps) : 1.0;
       std::vector<double> input(k);
       for (int64_t i = 0; i < k; ++i) {
         double v = x[row * k + i] * (spec.norm ? scale * g[i] : 1.0);
@@ -169,14 +184,8 @@ protected:
                    << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
                    << "validated only)";
 
-    std::vector<uint8_t> packed = packWeights(w, spec.weight);
-    std::vector<vk::Buffer> buffers;
-    buffers.push_back(upload(x, "x"));
-    buffers.push_back(upload(packed.data(), packed.size(), "w"));
-    if (spec.norm) buffers.push_back(upload(g, "g"));
-    if (spec.residual) buffers.push_back(upload(residual, "residual"));
-    buffers.push_back(output(t * n, "result"));
-    buffers.push_back(state(0));
+    std::vector<vk::Buffer> buffers = linearBuffers(x, packWeights(w, spec.weight), spec.norm ? &g : nullptr,
+                                                    spec.residual ? &residual : nullptr, t * n);
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
     run(spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel");
     std::vector<float> result = download(buffers[buffers.size() - 2], t * n);
@@ -295,12 +304,7 @@ protected:
     // Inputs rounded to f16 after the prologue, as the kernel rounds them.
     std::vector<double> input(t * k);
     for (uint32_t row = 0; row < t; ++row) {
-      double scale = 1.0;
-      if (spec.norm) {
-        double sumSquares = 0;
-        for (int64_t i = 0; i < k; ++i) sumSquares += double(x[row * k + i]) * x[row * k + i];
-        scale = 1.0 / std::sqrt(sumSquares / double(k) + spec.eps);
-      }
+      double scale = spec.norm ? inverseRms(&x[row * k], k, spec.eps) : 1.0;
       for (int64_t i = 0; i < k; ++i)
         input[row * k + i] = double(
             static_cast<_Float16>(static_cast<float>(x[row * k + i] * (spec.norm ? scale * g[i] : 1.0))));
@@ -389,12 +393,7 @@ protected:
     for (float &v : w) v = weightValue(rng);
     for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
     for (float &v : residual) v = uniform(rng);
-    double scale = 1.0;
-    if (spec.norm) {
-      double sumSquares = 0;
-      for (float v : x) sumSquares += double(v) * v;
-      scale = 1.0 / std::sqrt(sumSquares / double(k) + spec.eps);
-    }
+    double scale = spec.norm ? inverseRms(x.data(), k, spec.eps) : 1.0;
     std::vector<double> expected(n);
     for (int64_t row = 0; row < n; ++row) {
       double sum = 0;
@@ -404,14 +403,8 @@ protected:
 
     codegen::KernelSource source = codegen::gemvKernel(spec);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "gemv test kernel");
-    std::vector<uint8_t> packed = packWeights(w, spec.weight);
-    std::vector<vk::Buffer> buffers;
-    buffers.push_back(upload(x, "x"));
-    buffers.push_back(upload(packed.data(), packed.size(), "w"));
-    if (spec.norm) buffers.push_back(upload(g, "g"));
-    if (spec.residual) buffers.push_back(upload(residual, "residual"));
-    buffers.push_back(output(n, "result"));
-    buffers.push_back(state(0));
+    std::vector<vk::Buffer> buffers = linearBuffers(x, packWeights(w, spec.weight), spec.norm ? &g : nullptr,
+                                                    spec.residual ? &residual : nullptr, n);
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
     run(spirv, buffers, codegen::gemvGrid(spec), 1, "gemv test kernel");
     std::vector<float> result = download(buffers[buffers.size() - 2], n);
@@ -460,6 +453,30 @@ TEST(GemvShape, SplitsLongRowsOfNarrowProjections) {
   }
 }
 
+// The attention output of one query of head h at `position` against the cache ([kv head][position][dim]),
+// in double precision: causal, with the sliding window, grouped-query heads.
+void referenceAttention(const codegen::AttentionSpec &spec, const float *query,
+                        const std::vector<float> &keys, const std::vector<float> &values, int64_t h,
+                        int64_t position, double *out) {
+  const int64_t dim = spec.headDim, kv = h / (spec.heads / spec.kvHeads), seq = spec.sequence;
+  const int64_t first = spec.window > 0 ? std::max<int64_t>(0, position - spec.window + 1) : 0;
+  std::vector<double> scores;
+  double largest = -1e300;
+  for (int64_t key = first; key <= position; ++key) {
+    double dot = 0;
+    for (int64_t d = 0; d < dim; ++d) dot += double(query[d]) * keys[(kv * seq + key) * dim + d];
+    scores.push_back(dot * spec.scale);
+    largest = std::max(largest, scores.back());
+  }
+  double total = 0;
+  for (double &s : scores) total += (s = std::exp(s - largest));
+  for (int64_t d = 0; d < dim; ++d) {
+    double sum = 0;
+    for (size_t j = 0; j < scores.size(); ++j) sum += scores[j] * values[(kv * seq + first + j) * dim + d];
+    out[d] = sum / total;
+  }
+}
+
 struct AttentionCase {
   codegen::AttentionSpec spec;
   uint32_t tokens, start; // queries, and the position of the first
@@ -482,27 +499,9 @@ protected:
 
     std::vector<double> expected(q.size());
     for (uint32_t i = 0; i < t; ++i)
-      for (int64_t h = 0; h < heads; ++h) {
-        int64_t kv = h / (heads / kvHeads), position = c.start + i;
-        int64_t first = spec.window > 0 ? std::max<int64_t>(0, position - spec.window + 1) : 0;
-        std::vector<double> scores;
-        double largest = -1e300;
-        for (int64_t key = first; key <= position; ++key) {
-          double dot = 0;
-          for (int64_t d = 0; d < dim; ++d)
-            dot += double(q[(i * heads + h) * dim + d]) * keys[(kv * seq + key) * dim + d];
-          scores.push_back(dot * spec.scale);
-          largest = std::max(largest, scores.back());
-        }
-        double total = 0;
-        for (double &s : scores) total += (s = std::exp(s - largest));
-        for (int64_t d = 0; d < dim; ++d) {
-          double sum = 0;
-          for (size_t j = 0; j < scores.size(); ++j)
-            sum += scores[j] * values[(kv * seq + first + j) * dim + d];
-          expected[(i * heads + h) * dim + d] = sum / total;
-        }
-      }
+      for (int64_t h = 0; h < heads; ++h)
+        referenceAttention(spec, &q[(i * heads + h) * dim], keys, values, h, c.start + i,
+                           &expected[(i * heads + h) * dim]);
 
     codegen::KernelSource source = codegen::attentionKernel(spec, coop);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "attention test kernel");
@@ -553,26 +552,8 @@ protected:
           keys[(h * seq + p) * dim + d] = values[(h * seq + p) * dim + d] = std::nanf("");
 
     std::vector<double> expected(q.size());
-    for (int64_t h = 0; h < heads; ++h) {
-      int64_t kv = h / (heads / kvHeads), position = c.position;
-      int64_t first = spec.window > 0 ? std::max<int64_t>(0, position - spec.window + 1) : 0;
-      std::vector<double> scores;
-      double largest = -1e300;
-      for (int64_t key = first; key <= position; ++key) {
-        double dot = 0;
-        for (int64_t d = 0; d < dim; ++d) dot += double(q[h * dim + d]) * keys[(kv * seq + key) * dim + d];
-        scores.push_back(dot * spec.scale);
-        largest = std::max(largest, scores.back());
-      }
-      double total = 0;
-      for (double &s : scores) total += (s = std::exp(s - largest));
-      for (int64_t d = 0; d < dim; ++d) {
-        double sum = 0;
-        for (size_t j = 0; j < scores.size(); ++j)
-          sum += scores[j] * values[(kv * seq + first + j) * dim + d];
-        expected[h * dim + d] = sum / total;
-      }
-    }
+    for (int64_t h = 0; h < heads; ++h)
+      referenceAttention(spec, &q[h * dim], keys, values, h, c.position, &expected[h * dim]);
 
     codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(spec, subgroupOps);
     ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
