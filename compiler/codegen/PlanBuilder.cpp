@@ -654,8 +654,11 @@ private:
     std::optional<gd::KernelChoice> own =
         holdsOneOp(dispatch) ? std::nullopt : gd::chooseKernel(op, *profile_);
     AffineMap grid = own ? own->grid : decode ? *dispatch.getDecodeGrid() : dispatch.getGrid();
-    return finish(dispatch, k, grid, own ? own->kernel : dispatch.getKernel().str(),
-                  locationName(own ? op->getLoc() : dispatch.getLoc()), op);
+    std::string family = own ? own->kernel : dispatch.getKernel().str();
+    // A decode variant is not a tensor-core kernel: name it by its family (linear, attention).
+    if (decode && llvm::StringRef(family).ends_with(gd::kCoopSuffix))
+      family.resize(family.size() - strlen(gd::kCoopSuffix));
+    return finish(dispatch, k, grid, family, locationName(own ? op->getLoc() : dispatch.getLoc()), op);
   }
 
   // The plan dispatch of a kernel instance; `op` resolves its Operand and Result bindings.
