@@ -3,12 +3,16 @@
 #include "gerbil/Passes/KernelShapes.h"
 
 namespace gerbil::codegen {
+namespace {
+// The catalog's shape, or one of `split` teams per pair (a variant to tune with).
+mlir::gerbil::GemvShape shapeOf(int64_t kDim, int64_t n, bool paired, int64_t split) {
+  return split ? mlir::gerbil::gemvShapeWithSplit(split, paired) : mlir::gerbil::gemvShape(kDim, n, paired);
+}
+} // namespace
 
 void defineGemv(KernelSource &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights,
                 bool subgroupOps, int64_t split) {
-  const bool paired = mode == "MODE_GATE_UP";
-  mlir::gerbil::GemvShape shape =
-      split ? mlir::gerbil::gemvShapeWithSplit(split, paired) : mlir::gerbil::gemvShape(kDim, n, paired);
+  mlir::gerbil::GemvShape shape = shapeOf(kDim, n, mode == "MODE_GATE_UP", split);
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);
   };
@@ -50,8 +54,7 @@ KernelSource gemvKernel(const GemvSpec &spec) {
 }
 
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec) {
-  mlir::gerbil::GemvShape shape = spec.split ? mlir::gerbil::gemvShapeWithSplit(spec.split, false)
-                                             : mlir::gerbil::gemvShape(spec.k, spec.n, false);
+  mlir::gerbil::GemvShape shape = shapeOf(spec.k, spec.n, false, spec.split);
   return {static_cast<uint32_t>((spec.n + shape.rows - 1) / shape.rows), 1, 1};
 }
 

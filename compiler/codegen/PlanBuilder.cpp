@@ -49,6 +49,11 @@ struct KernelInstance {
 // Scratch: the counters at its start, the partial results from this offset.
 constexpr uint64_t kScratchPartialsOffset = 4096;
 
+// A kernel family without its tensor-core suffix ("linear_qkv_coop" -> "linear_qkv").
+std::string withoutCoopSuffix(llvm::StringRef family) {
+  return family.ends_with(gd::kCoopSuffix) ? family.drop_back(strlen(gd::kCoopSuffix)).str() : family.str();
+}
+
 bool holdsOneOp(gd::DispatchOp dispatch) {
   return dispatch.getBody().front().getOperations().size() == 2;
 }
@@ -321,7 +326,7 @@ private:
           MatMulSpec spec;
           shapeOf(spec);
           if (spec.norm) spec.normWeight = operandDType(gd::outsideDispatch(m->getOperand(2)));
-          bool coop = llvm::StringRef(family).ends_with("_coop");
+          bool coop = llvm::StringRef(family).ends_with(gd::kCoopSuffix);
           spec.variant = coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
           if (coop) spec.coopTiling = mlir::gerbil::coopTilingFor(*profile_, spec.n);
           takeLinearKernel(matmulKernel(spec));
@@ -411,10 +416,8 @@ private:
   };
 
   static GroupBody parseGroup(gd::DispatchOp dispatch) {
-    const std::string label = locationName(dispatch.getLoc());
-    std::string family = dispatch.getKernel().str();
-    if (llvm::StringRef(family).ends_with(gd::kCoopSuffix))
-      family.resize(family.size() - strlen(gd::kCoopSuffix));
+    const std::string label = locationName(dispatch.getLoc()),
+                      family = withoutCoopSuffix(dispatch.getKernel());
     GroupBody g;
     for (Operation &op : dispatch.getBody().front().without_terminator()) {
       if (isa<gd::MatMulOp, gd::LinearOp>(op))
@@ -503,10 +506,8 @@ private:
   // The decode kernel of a fusion group: one gemv.glsl launch over all the group's weights, with the bias
   // adds, RoPE, KV-cache write or activation of its body in the epilogue.
   plan::Dispatch lowerGroup(gd::DispatchOp dispatch) {
-    const std::string label = locationName(dispatch.getLoc());
-    std::string family = dispatch.getKernel().str();
-    if (llvm::StringRef(family).ends_with(gd::kCoopSuffix))
-      family.resize(family.size() - strlen(gd::kCoopSuffix));
+    const std::string label = locationName(dispatch.getLoc()),
+                      family = withoutCoopSuffix(dispatch.getKernel());
     Block &body = dispatch.getBody().front();
     Operation *yield = body.getTerminator();
     GroupBody g = parseGroup(dispatch);
@@ -656,8 +657,7 @@ private:
     AffineMap grid = own ? own->grid : decode ? *dispatch.getDecodeGrid() : dispatch.getGrid();
     std::string family = own ? own->kernel : dispatch.getKernel().str();
     // A decode variant is not a tensor-core kernel: name it by its family (linear, attention).
-    if (decode && llvm::StringRef(family).ends_with(gd::kCoopSuffix))
-      family.resize(family.size() - strlen(gd::kCoopSuffix));
+    if (decode) family = withoutCoopSuffix(family);
     return finish(dispatch, k, grid, family, locationName(own ? op->getLoc() : dispatch.getLoc()), op);
   }
 

@@ -15,17 +15,21 @@ int64_t rowWidth(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
 }
 
-// Whether a matmul's weight is f16 or bf16 on the device (the layout pass has set its device dtype).
+// Whether a weight is f16 or bf16 on the device (the layout pass has set its device dtype).
+bool isHalfOnDevice(WeightOp weight) {
+  Type dtype = weight.getDeviceDtype() ? *weight.getDeviceDtype()
+                                       : llvm::cast<RankedTensorType>(weight.getType()).getElementType();
+  return dtype.isF16() || dtype.isBF16();
+}
+
+// Whether a matmul's weight is f16 or bf16 on the device.
 bool hasHalfWeights(Operation *mm) {
   // Inside a dispatch (an op of a grouped projection that prefill runs on its own) the weight is a block
   // argument of the dispatch body.
   auto ref = outsideDispatch(mm->getOperand(1)).getDefiningOp<WeightRefOp>();
   if (!ref) return false;
   auto weight = SymbolTable::lookupNearestSymbolFrom<WeightOp>(mm, ref.getNameAttr());
-  if (!weight) return false;
-  Type dtype = weight.getDeviceDtype() ? *weight.getDeviceDtype()
-                                       : llvm::cast<RankedTensorType>(weight.getType()).getElementType();
-  return dtype.isF16() || dtype.isBF16();
+  return weight && isHalfOnDevice(weight);
 }
 
 // Whether the model's matrices are f16 or bf16 on the device: plans of f32 weights keep f32 arithmetic
@@ -35,10 +39,8 @@ bool modelHasHalfWeights(Operation *op) {
   if (!module) return false;
   bool half = false;
   module.walk([&](WeightOp weight) {
-    auto type = llvm::cast<RankedTensorType>(weight.getType());
-    if (type.getRank() != 2) return WalkResult::advance();
-    Type dtype = weight.getDeviceDtype() ? *weight.getDeviceDtype() : type.getElementType();
-    half = dtype.isF16() || dtype.isBF16();
+    if (llvm::cast<RankedTensorType>(weight.getType()).getRank() != 2) return WalkResult::advance();
+    half = isHalfOnDevice(weight);
     return WalkResult::interrupt();
   });
   return half;
@@ -148,7 +150,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
                                 tokens.ceilDiv(kMatMulTokens));
         if (usesCoopMatMul(profile, k) && hasHalfWeights(mm)) {
           CoopMatMulTiling tiling = coopTilingFor(profile, n);
-          c = choice(ctx, family + "_coop", tiling.workgroup(), constant(ceilDiv(n, tiling.tileN)),
+          c = choice(ctx, family + kCoopSuffix, tiling.workgroup(), constant(ceilDiv(n, tiling.tileN)),
                      tokens.ceilDiv(tiling.tileT));
         }
         GemvShape gemv = gemvShape(k, n, false);
