@@ -39,12 +39,8 @@ const uint CHUNKS = TILE_K / 8u;  // 16-byte chunks per staged row
 #define FragB fcoopmatNV<16, gl_ScopeSubgroup, FRAG, FRAG>
 #define FragC fcoopmatNV<32, gl_ScopeSubgroup, FRAG, FRAG>
 
-// COOP_STAGES 2: double-buffered slices, one barrier per slice; 1: one buffer (room for TILE_K 64), two.
-#ifndef COOP_STAGES
-#define COOP_STAGES 2
-#endif
-shared uvec4 xTile_[COOP_STAGES][TILE_T * ROW_WORDS];  // [token][k]: A, row-major
-shared uvec4 wTile_[COOP_STAGES][TILE_N * ROW_WORDS];  // [n][k]: B, column-major
+shared uvec4 xTile_[2][TILE_T * ROW_WORDS];  // [token][k]: A, row-major
+shared uvec4 wTile_[2][TILE_N * ROW_WORDS];  // [n][k]: B, column-major
 // One 16 × 16 f32 fragment per subgroup, through which the epilogue writes the accumulators with bounds
 // checks and the residual. Until then its first TILE_T words hold the RMS scales of the tile's rows.
 shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
@@ -54,20 +50,12 @@ shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
 // previous slice, so that their latency hides behind them) and, after the products, the arithmetic on them
 // (norm, rounding to f16) and the stores into shared memory; nothing between uses a loaded value, so no
 // instruction waits on the loads before the products are issued.
-// COOP_PREFETCH 1: the loads of slice s + 1 are issued before the products of slice s; 2: those of slice
-// s + 2, into a second set of registers, so that two slices of products cover their latency. 2 measured
-// slower on the H200 (bench/sweeps/2026-12-03-c.txt: -8% on Llama-3-8B's down_proj, -24% on Qwen2.5-0.5B's,
-// +2% on gate/up; the extra registers cost more than the latency they hide at one workgroup per
-// multiprocessor), so 1 is the default and 2 a variant to tune with (gerbil-kernel-bench --define).
 const uint X_CHUNKS = TILE_T * CHUNKS / WORKGROUP, W_CHUNKS = TILE_N * CHUNKS / WORKGROUP;
 struct Staged {
   vec4 x[X_CHUNKS][2];
   vec4 g[X_CHUNKS][2];  // the norm weight under x (NORM_PROLOGUE)
   uvec4 w[W_CHUNKS];
 };
-#ifndef COOP_PREFETCH
-#define COOP_PREFETCH 1
-#endif
 
 // COOP_DIAG_NO_GLOBAL (gerbil-kernel-bench only): no global loads, to time the rest.
 #ifndef COOP_DIAG_NO_GLOBAL
@@ -220,47 +208,20 @@ void main() {
     [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = FragC(0.0);
 
   uint slices = (K + TILE_K - 1u) / TILE_K;
-#if COOP_PREFETCH == 2 && COOP_STAGES == 2
-  // Iterations in pairs, so that each set of staging registers has a name of its own: in an even iteration
-  // slice s is in buffer 0, slice s + 1 in registers b, and slice s + 2 is loaded into registers a.
-  Staged a, b;
-  loadSlice(0u, a);
-  storeSlice(0u, a);
-  if (slices > 1u) loadSlice(TILE_K, b);
-  barrier();
-  for (uint s = 0; s < slices; s += 2u) {
-    if (s + 2u < slices) loadSlice((s + 2u) * TILE_K, a);
-    multiplySlice(0u, acc, warpT, warpN);
-    if (s + 1u < slices) storeSlice(1u, b);
-    barrier();
-    if (s + 1u >= slices) break;
-    if (s + 3u < slices) loadSlice((s + 3u) * TILE_K, b);
-    multiplySlice(1u, acc, warpT, warpN);
-    if (s + 2u < slices) storeSlice(0u, a);
-    barrier();
-  }
-#else
   Staged staged;
   loadSlice(0u, staged);
   storeSlice(0u, staged);
   barrier();
   for (uint s = 0; s < slices; ++s) {
-    uint current = s % COOP_STAGES;
+    uint current = s % 2u;
     bool more = s + 1u < slices;
     if (more) loadSlice((s + 1u) * TILE_K, staged);
     multiplySlice(current, acc, warpT, warpN);
-#if COOP_STAGES == 2
     // The other buffer was last read in iteration s - 1, which every invocation finished before the
     // barrier that ended it.
     if (more) storeSlice(1u - current, staged);
     barrier();
-#else
-    barrier();  // every product of this slice read the buffer
-    if (more) storeSlice(0u, staged);
-    barrier();
-#endif
   }
-#endif
 
   // The loop's last barrier ended every use of the row scales.
   uint lane = gl_LocalInvocationIndex % SUBGROUP, fragment = warp * FRAG * FRAG;
