@@ -89,17 +89,17 @@ public:
     size_t copies =
         rotatedBytes == 0 ? 1 : std::clamp<size_t>((minimum + rotatedBytes - 1) / rotatedBytes, 1, 64);
 
-    std::vector<std::vector<vk::Buffer>> buffers(copies);
-    for (size_t c = 0; c < copies; ++c)
-      for (size_t i = 0; i < data.size(); ++i) {
-        if (c > 0 && !data[i].rotated) continue;
+    // Each binding's buffers: `copies` of a rotated one, one of any other.
+    std::vector<std::vector<vk::Buffer>> buffers(data.size());
+    for (size_t i = 0; i < data.size(); ++i)
+      for (size_t c = 0; c < (data[i].rotated ? copies : 1); ++c) {
         vk::Buffer b =
             ctx_->createBuffer(std::max<size_t>(data[i].bytes.size(), 16), source.bindings[i].name);
         if (data[i].zeroed)
           ctx_->fill(b, 0);
         else
           ctx_->upload(b, 0, data[i].bytes.data(), data[i].bytes.size());
-        buffers[c].push_back(std::move(b));
+        buffers[i].push_back(std::move(b));
       }
     std::vector<uint32_t> state(64, 0);
     state[0] = statePosition_;
@@ -111,8 +111,8 @@ public:
     std::vector<VkDescriptorSet> sets;
     for (size_t c = 0; c < copies; ++c) {
       std::vector<vk::BufferRange> ranges;
-      for (size_t i = 0; i < data.size(); ++i) {
-        const vk::Buffer &b = c > 0 && data[i].rotated ? buffers[c][rotatedIndex(data, i)] : buffers[0][i];
+      for (const std::vector<vk::Buffer> &binding : buffers) {
+        const vk::Buffer &b = binding[c % binding.size()];
         ranges.push_back({b.handle(), 0, b.size()});
       }
       ranges.push_back({stateBuffer.handle(), 0, stateBuffer.size()});
@@ -147,13 +147,6 @@ public:
   void setPosition(uint32_t position) { statePosition_ = position; }
 
 private:
-  // Index of binding i among the buffers of a copy > 0 (which hold the rotated bindings only).
-  static size_t rotatedIndex(const std::vector<BindingData> &data, size_t i) {
-    size_t index = 0;
-    for (size_t j = 0; j < i; ++j) index += data[j].rotated ? 1 : 0;
-    return index;
-  }
-
   Options options_;
   std::unique_ptr<vk::Context> ctx_;
   codegen::ShaderCompiler compiler_;
