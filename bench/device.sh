@@ -34,9 +34,9 @@ for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
   timeout 300 $D/bin/gerbil-bench $D/plans/$model.plan --weights /tmp/weights/$model --profile --json \
     > $R/$model.gerbil.json 2> $R/$model.gerbil.err
   rm -rf /tmp/weights/$model
+  # What is measured so far comes back even if a later model or the baseline runs out of time.
+  tar czf "$OUT/results.tgz" -C $R .
 done
-# What is measured so far comes back even if the baseline below runs out of time.
-tar czf "$OUT/results.tgz" -C $R .
 if [ -z "${SKIP_TRANSFORMERS:-}" ]; then
   configs=""
   for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do configs="$configs test/fixtures/configs/$model.json"; done

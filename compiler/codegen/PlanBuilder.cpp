@@ -1,5 +1,6 @@
 #include "compiler/codegen/PlanBuilder.h"
 
+#include "compiler/codegen/ArgmaxKernel.h"
 #include "compiler/codegen/AttentionKernel.h"
 #include "compiler/codegen/GemvKernel.h"
 #include "compiler/codegen/KernelWriter.h"
@@ -271,6 +272,7 @@ private:
         .Case<gd::EmbeddingOp>([&](gd::EmbeddingOp e) {
           define("VOCAB", uintValue(e.getTable().getType().getDimSize(0)));
           define("HIDDEN", uintValue(rowWidth(e.getResult())));
+          define("LOADS", uintValue(gd::kEmbeddingLoads));
           bind("ids", Access::TokenIds, operand(0));
           bind("table", Access::Read, operand(1));
           bind("result", Access::Write, result);
@@ -377,11 +379,18 @@ private:
           k.cache = a.getCacheAttr();
         })
         .Case<gd::ArgmaxOp>([&](gd::ArgmaxOp a) {
-          define("VOCAB", uintValue(rowWidth(a.getLogits())));
-          define("SEQ", uintValue(options_.maxSequence));
-          bind("logits", Access::Read, operand(0));
-          bind("result", Access::TokenIdsWrite, result);
-          bind("ids", Access::TokenIdsWrite, {BindingSource::InputIds, 0});
+          ArgmaxKernel kernel = argmaxKernel(rowWidth(a.getLogits()), options_.maxSequence);
+          if (kernel.source.workgroup != k.source.workgroup)
+            throw CodegenError("argmax '" + locationName(a.getLoc()) +
+                               "' was formed for another workgroup size than its kernel's");
+          k.source = kernel.source;
+          k.origins = {operand(0),
+                       result,
+                       {BindingSource::InputIds, 0},
+                       {BindingSource::ScratchPartials, 0},
+                       {BindingSource::ScratchCounters, 0}};
+          k.scratchCounterBytes = kernel.scratchCounterBytes;
+          k.scratchPartialBytes = kernel.scratchPartialBytes;
         })
         .Case<gd::AttentionOp>([&](gd::AttentionOp a) {
           // Prefill: tiles of queries (attention_prefill.glsl); decode: split over the cached positions

@@ -135,7 +135,10 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
   auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
 
   return llvm::TypeSwitch<Operation *, std::optional<KernelChoice>>(op)
-      .Case<EmbeddingOp>([&](auto) { return choice(ctx, "embedding", 64, tokens, constant(1)); })
+      .Case<EmbeddingOp>([&](EmbeddingOp e) {
+        return choice(ctx, "embedding", kEmbeddingWorkgroup, tokens,
+                      constant(ceilDiv(rowWidth(e.getResult()), kEmbeddingWorkgroup * kEmbeddingLoads)));
+      })
       .Case<PositionEmbeddingOp>(
           [&](auto) { return choice(ctx, "position_embedding", 64, tokens, constant(1)); })
       .Case<RMSNormOp>([&](RMSNormOp norm) {
@@ -165,7 +168,10 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
       })
       .Case<RoPEOp>([&](auto) { return choice(ctx, "rope", 64, tokens, constant(1)); })
       .Case<KVAppendOp>([&](auto) { return choice(ctx, "kv_append", 64, tokens, constant(1)); })
-      .Case<ArgmaxOp>([&](auto) { return choice(ctx, "argmax", 256, constant(1), constant(1)); })
+      .Case<ArgmaxOp>([&](ArgmaxOp a) {
+        return choice(ctx, "argmax", kArgmaxWorkgroup, constant(argmaxGroups(rowWidth(a.getLogits()))),
+                      constant(1));
+      })
       .Case<AttentionOp>([&](AttentionOp attn) {
         KernelChoice c = choice(ctx, "attention", kAttentionWorkgroup, constant(attn.getNumHeads()),
                                 tokens.ceilDiv(kAttentionQueryTile));

@@ -14,6 +14,8 @@
 // With one active split it writes the result; otherwise each split writes its partial (max, sum,
 // unnormalised output) to scratch and the last split to finish (an atomic counter per x, returned to 0 by
 // that split) combines them. Grid (KV_HEADS * HEAD_GROUPS, SPLITS, 1).
+// Loads are issued as early as their addresses are known, not when their values are needed: the first
+// keys with the queries, the values with the keys (V_WITH_K), the first partials with the split maxima.
 const uint GROUP = HEADS / KV_HEADS;
 const uint QH = QUERY_HEADS;
 const uint XS = KV_HEADS * HEAD_GROUPS;
@@ -26,6 +28,10 @@ const uint VECS_PER_LANE = (DIM_VECS + ROW_LANES - 1u) / ROW_LANES;
 const uint KEYS_PER_GROUP = LANES / KEY_GROUPS;
 // Key loads in flight per invocation (a whole row up to head_dim 128).
 const uint K_BATCH = DIM_VECS < 32u ? DIM_VECS : 32u;
+// Where a key batch and a block's values fit in registers together (head dims up to 64), the values are
+// loaded with the keys and the next block's keys while this block's softmax and values are worked out:
+// fewer memory latencies in a row. Otherwise only the first block's keys are loaded early (with the queries).
+const bool V_WITH_K = K_BATCH + KEYS_PER_GROUP * VECS_PER_LANE <= 40u && K_BATCH == DIM_VECS;
 const float NO_SCORE = -3.0e38;
 // The queries' and the combined output's vec4s per lane; the combine's splits per lane and per batch.
 const uint OUT_VECS = (QH * DIM_VECS + LANES - 1u) / LANES;
@@ -55,6 +61,24 @@ vec4 cachedVec(uint row, uint v, bool value) {
       r[c] = value ? load_v_cache(row * HEAD_DIM + 4u * v + c) : load_k_cache(row * HEAD_DIM + 4u * v + c);
   return r;
 #endif
+}
+
+// Dims 4v0.. of key `key` (rows: its kv head's first cache row), K_BATCH vec4s, zeros if not live.
+void loadKeys(out vec4 k[K_BATCH], uint rows, uint key, uint v0, bool live) {
+  [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
+    k[v] = live && v0 + v < DIM_VECS ? cachedVec(rows + key, v0 + v, false) : vec4(0.0);
+}
+
+// This lane's vec4s of the values of the block's first `count` keys from `block`.
+void loadValues(out vec4 values[VECS_PER_LANE][KEYS_PER_GROUP], uint rows, uint block, uint count) {
+  uint keyGroup = gl_LocalInvocationID.x / ROW_LANES, rowLane = gl_LocalInvocationID.x % ROW_LANES;
+  [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
+    uint v = min(rowLane + i * ROW_LANES, DIM_VECS - 1u);
+    [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j) {
+      uint at = keyGroup + j * KEY_GROUPS;
+      values[i][j] = at < count ? cachedVec(rows + block + at, v, true) : vec4(0.0);
+    }
+  }
 }
 
 // The max (or sum) over the workgroup of each head's value, into reduced_ (all invocations must call it).
@@ -102,6 +126,15 @@ vec4 partialVec(uint x, uint split, uint h, uint v) {
 #endif
 }
 
+// This lane's OUT_VECS vec4s of the partial outputs of splits s0 .. s0 + COMBINE_BATCH - 1.
+void loadPartials(out vec4 values[COMBINE_BATCH][OUT_VECS], uint x, uint s0, uint activeSplits) {
+  [[unroll]] for (uint u = 0; u < COMBINE_BATCH; ++u)
+    [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
+      uint i = min(gl_LocalInvocationID.x + j * LANES, QH * DIM_VECS - 1u);
+      values[u][j] = partialVec(x, min(s0 + u, activeSplits - 1u), i / DIM_VECS, i % DIM_VECS);
+    }
+}
+
 void main() {
   uint lane = gl_LocalInvocationID.x, x = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
   uint kvHead = x / HEAD_GROUPS, head0 = kvHead * GROUP + (x % HEAD_GROUPS) * QH;
@@ -113,6 +146,9 @@ void main() {
   uint chunk = (len + activeSplits - 1u) / activeSplits;
   uint begin = min(first + split * chunk, position + 1u), end = min(begin + chunk, position + 1u);
   uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
+  uint rows = kvHead * SEQ;
+  vec4 k[K_BATCH];
+  loadKeys(k, rows, begin + lane, 0u, begin + lane < end);  // in flight with the queries' loads
 
   [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
     uint i = lane + j * LANES;
@@ -133,21 +169,22 @@ void main() {
     [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] = vec4(0.0);
   }
 
-  uint rows = kvHead * SEQ;
   for (uint block = begin; block < end; block += LANES) {
     uint key = block + lane;
     bool live = key < end;
+    uint count = min(LANES, end - block);
+    vec4 values[VECS_PER_LANE][KEYS_PER_GROUP];
+    if (V_WITH_K) loadValues(values, rows, block, count);
     float score[QH];
     [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = 0.0;
     for (uint v0 = 0; v0 < DIM_VECS; v0 += K_BATCH) {
-      vec4 k[K_BATCH];
-      [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
-        k[v] = live && v0 + v < DIM_VECS ? cachedVec(rows + key, v0 + v, false) : vec4(0.0);
+      if (v0 > 0u || block > begin && !V_WITH_K) loadKeys(k, rows, key, v0, live);
       [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
         if (v0 + v < DIM_VECS)
           [[unroll]] for (uint h = 0; h < QH; ++h) score[h] += dot(queries_[h][v0 + v], k[v]);
     }
     [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = live ? score[h] : NO_SCORE;
+    if (V_WITH_K) loadKeys(k, rows, key + LANES, 0u, key + LANES < end);
 
     reduceHeads(score, true);
     float correction[QH];
@@ -161,21 +198,13 @@ void main() {
     }
     barrier();  // p_ published
 
-    uint count = min(LANES, end - block);
     [[unroll]] for (uint h = 0; h < QH; ++h)
       [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] *= correction[h];
-    [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
-      uint v = rowLane + i * ROW_LANES;
-      if (v < DIM_VECS) {
-        vec4 values[KEYS_PER_GROUP];
-        [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j) {
-          uint at = keyGroup + j * KEY_GROUPS;
-          values[j] = at < count ? cachedVec(rows + block + at, v, true) : vec4(0.0);
-        }
+    if (!V_WITH_K) loadValues(values, rows, block, count);
+    [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i)
+      if (rowLane + i * ROW_LANES < DIM_VECS)
         [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j)
-          [[unroll]] for (uint h = 0; h < QH; ++h) acc[h][i] += p_[h][keyGroup + j * KEY_GROUPS] * values[j];
-      }
-    }
+          [[unroll]] for (uint h = 0; h < QH; ++h) acc[h][i] += p_[h][keyGroup + j * KEY_GROUPS] * values[i][j];
     barrier();  // p_ is rewritten by the next block
   }
 
@@ -228,6 +257,9 @@ void main() {
   if (lane == 0u) atomicExchange(counters[x], 0);  // ready for the next layer and step
   // Each split's weight per head, exp(max_s - max) / sum over splits of exp(max_s - max) · sum_s: the lanes
   // take the splits (lane, lane + 32, ...) with all of their loads issued at once.
+  // The first COMBINE_BATCH splits' partial outputs are loaded with the maxima and sums.
+  vec4 values[COMBINE_BATCH][OUT_VECS];
+  loadPartials(values, x, 0u, activeSplits);
   float splitMax[SPLITS_PER_LANE][QH], splitSum[SPLITS_PER_LANE][QH], m[QH], total[QH];
   [[unroll]] for (uint i = 0; i < SPLITS_PER_LANE; ++i) {
     uint s = min(lane + i * LANES, activeSplits - 1u);
@@ -258,12 +290,7 @@ void main() {
   vec4 out_[OUT_VECS];
   [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) out_[j] = vec4(0.0);
   for (uint s0 = 0; s0 < activeSplits; s0 += COMBINE_BATCH) {
-    vec4 values[COMBINE_BATCH][OUT_VECS];
-    [[unroll]] for (uint u = 0; u < COMBINE_BATCH; ++u)
-      [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
-        uint i = min(lane + j * LANES, QH * DIM_VECS - 1u);
-        values[u][j] = partialVec(x, min(s0 + u, activeSplits - 1u), i / DIM_VECS, i % DIM_VECS);
-      }
+    if (s0 > 0u) loadPartials(values, x, s0, activeSplits);
     [[unroll]] for (uint u = 0; u < COMBINE_BATCH; ++u)
       if (s0 + u < activeSplits)
         [[unroll]] for (uint j = 0; j < OUT_VECS; ++j)

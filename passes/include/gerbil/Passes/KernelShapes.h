@@ -17,6 +17,19 @@ inline constexpr int64_t kElementwiseGroup = 256;
 // matmul_coop.glsl loads 16 bytes (8 f16 or bf16 weights) at a time.
 inline constexpr int64_t kCoopMatMulLoad = 8;
 
+// The greedy argmax (argmax.glsl): workgroups of kArgmaxWorkgroup invocations, each invocation with
+// kArgmaxLoads logits in flight, so a 128k vocabulary is one round of loads over ~63 workgroups.
+inline constexpr int64_t kArgmaxWorkgroup = 256;
+inline constexpr int64_t kArgmaxLoads = 8;
+inline constexpr int64_t argmaxGroups(int64_t vocab) {
+  return std::max<int64_t>(1,
+                           (vocab + kArgmaxWorkgroup * kArgmaxLoads - 1) / (kArgmaxWorkgroup * kArgmaxLoads));
+}
+
+// The embedding gather (embedding.glsl): kEmbeddingLoads elements per invocation, loads issued together.
+inline constexpr int64_t kEmbeddingWorkgroup = 64;
+inline constexpr int64_t kEmbeddingLoads = 4;
+
 // Prefill attention (attention_prefill.glsl): kAttentionQueryTile queries of one head per workgroup of
 // kAttentionWorkgroup invocations, keys in tiles of attentionKeyTile(head_dim) (the tiles of f32 keys,
 // values and queries fit in 32 KiB of shared memory up to head_dim 128). Decode runs attention_decode.glsl

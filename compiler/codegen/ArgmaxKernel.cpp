@@ -1,0 +1,28 @@
+#include "compiler/codegen/ArgmaxKernel.h"
+
+#include "gerbil/Passes/KernelShapes.h"
+
+namespace gerbil::codegen {
+
+ArgmaxKernel argmaxKernel(int64_t vocab, int64_t maxSequence) {
+  ArgmaxKernel a;
+  KernelSource &k = a.source;
+  const int64_t groups = mlir::gerbil::argmaxGroups(vocab);
+  k.templateFile = "argmax.glsl";
+  k.workgroup = {mlir::gerbil::kArgmaxWorkgroup, 1, 1};
+  k.defines = {{"VOCAB", uintValue(vocab)},
+               {"SEQ", uintValue(maxSequence)},
+               {"LOADS", uintValue(mlir::gerbil::kArgmaxLoads)},
+               {"GROUPS", uintValue(groups)}};
+  k.bindings = {{"logits", Access::Read, plan::DType::F32},
+                {"result", Access::TokenIdsWrite, plan::DType::I32},
+                {"ids", Access::TokenIdsWrite, plan::DType::I32},
+                {"partial", Access::ReadWrite, plan::DType::F32, false, true},
+                {"counters", Access::TokenIdsWrite, plan::DType::I32}};
+  a.grid = {static_cast<uint32_t>(groups), 1, 1};
+  a.scratchCounterBytes = 4;
+  a.scratchPartialBytes = static_cast<uint64_t>(2 * groups) * 4;
+  return a;
+}
+
+} // namespace gerbil::codegen
