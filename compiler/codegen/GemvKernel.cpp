@@ -43,9 +43,17 @@ KernelSource gemvKernel(const GemvSpec &spec) {
   define("NORM_PROLOGUE", spec.norm ? "1" : "0");
   define("RESIDUAL", spec.residual ? "1" : "0");
   if (spec.norm) define("EPS", glslFloat(spec.eps));
-  defineGemv(k, "MODE_SINGLE", spec.k, spec.n, spec.weight, spec.subgroupOps, spec.split);
+  defineGemv(k, spec.gateUp ? "MODE_GATE_UP" : "MODE_SINGLE", spec.k, spec.n, spec.weight, spec.subgroupOps,
+             spec.split);
   k.bindings.push_back({"x", Access::Read, plan::DType::F32});
-  k.bindings.push_back({"w", Access::Read, spec.weight});
+  if (spec.gateUp) {
+    for (const char *name : {"ACT_SILU", "BIAS_GATE", "BIAS_UP", "GELU_TANH"})
+      define(name, std::string(name) == "ACT_SILU" ? "1" : "0");
+    k.bindings.push_back({"w_gate", Access::Read, spec.weight});
+    k.bindings.push_back({"w_up", Access::Read, spec.weight});
+  } else {
+    k.bindings.push_back({"w", Access::Read, spec.weight});
+  }
   if (spec.norm) k.bindings.push_back({"g", Access::Read, plan::DType::F32});
   if (spec.residual) k.bindings.push_back({"residual", Access::Read, plan::DType::F32});
   k.bindings.push_back({"result", Access::Write, plan::DType::F32});
@@ -54,8 +62,8 @@ KernelSource gemvKernel(const GemvSpec &spec) {
 }
 
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec) {
-  mlir::gerbil::GemvShape shape = shapeOf(spec.k, spec.n, false, spec.split);
-  return {static_cast<uint32_t>((spec.n + shape.rows - 1) / shape.rows), 1, 1};
+  mlir::gerbil::GemvShape shape = shapeOf(spec.k, spec.n, spec.gateUp, spec.split);
+  return {static_cast<uint32_t>((spec.n + shape.outputs() - 1) / shape.outputs()), 1, 1};
 }
 
 } // namespace gerbil::codegen

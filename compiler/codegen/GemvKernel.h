@@ -22,10 +22,12 @@ struct GemvSpec {
   double eps = 0;
   bool residual = false;
   bool subgroupOps = true;
-  int64_t split = 0; // teams per pair; 0: the catalog's (gemvShape), else a variant to tune with
+  int64_t split = 0;   // teams per pair; 0: the catalog's (gemvShape), else a variant to tune with
+  bool gateUp = false; // MODE_GATE_UP: n outputs silu(gate) * up of the weights w_gate, w_up (no residual)
 };
 
-// MODE_SINGLE. Bindings in this order: x, w, [g], [residual], result (then the state buffer).
+// MODE_SINGLE, or MODE_GATE_UP (gateUp). Bindings in this order: x, w (or w_gate, w_up), [g], [residual],
+// result (then the state buffer).
 KernelSource gemvKernel(const GemvSpec &spec);
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec);
 

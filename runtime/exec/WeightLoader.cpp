@@ -1,7 +1,11 @@
 #include "runtime/exec/WeightLoader.h"
 
+#include <algorithm>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <set>
+#include <thread>
 
 namespace gerbil::exec {
 namespace {
@@ -17,7 +21,8 @@ const weights::TensorView &findTensor(const plan::Weight &w, const weights::Chec
     if (const weights::TensorView *t = checkpoint.find(key)) return *t;
   std::string tried;
   for (const std::string &key : w.sourceKeys) tried += (tried.empty() ? "'" : ", '") + key + "'";
-  throw weights::WeightError("the checkpoint has no tensor " + tried + " (the plan's weight '" + w.name + "')");
+  throw weights::WeightError("the checkpoint has no tensor " + tried + " (the plan's weight '" + w.name +
+                             "')");
 }
 
 // The shape the plan's weight is cut from: the source after transposition, before slicing.
@@ -31,8 +36,10 @@ void checkShape(const plan::Weight &w, const weights::TensorView &t) {
   }
   bool ok = source.size() == w.shape.size();
   for (size_t d = 0; ok && d < source.size(); ++d) {
-    if (static_cast<int32_t>(d) == w.sliceDim) ok = w.sliceStart + w.sliceLength <= source[d];
-    else ok = source[d] == w.shape[d];
+    if (static_cast<int32_t>(d) == w.sliceDim)
+      ok = w.sliceStart + w.sliceLength <= source[d];
+    else
+      ok = source[d] == w.shape[d];
   }
   if (!ok)
     throw weights::WeightError(t.file + ": tensor '" + t.name + "' has shape " + shapeText(t.shape) +
@@ -56,12 +63,50 @@ void storeElement(plan::DType dtype, float v, uint8_t *out, size_t i) {
   case plan::DType::BF16: {
     uint32_t bits;
     std::memcpy(&bits, &v, 4);
-    uint16_t b = static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);  // round to nearest even
+    uint16_t b = static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16); // round to nearest even
     std::memcpy(out + 2 * i, &b, 2);
     break;
   }
-  default: std::memcpy(out + 4 * i, &v, 4);
+  default:
+    std::memcpy(out + 4 * i, &v, 4);
   }
+}
+
+// Whether the checkpoint's bytes are already the device's: then a weight is copied, not converted.
+bool sameEncoding(weights::TensorDType source, plan::DType device) {
+  using weights::TensorDType;
+  return (source == TensorDType::F32 && device == plan::DType::F32) ||
+         (source == TensorDType::F16 && device == plan::DType::F16) ||
+         (source == TensorDType::BF16 && device == plan::DType::BF16);
+}
+
+// Runs work(begin, end) over [0, count) split across the host's cores, for items of `itemSize` elements:
+// converting a large model element by element on one core took most of its load time (52 s for
+// Llama-3-8B on the GPU machine). Small weights stay on the calling thread.
+void parallelRanges(int64_t count, int64_t itemSize, const std::function<void(int64_t, int64_t)> &work) {
+  const int64_t minimumPerThread = 1 << 20; // elements
+  int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), 32);
+  threads = std::clamp<int64_t>(count * std::max<int64_t>(itemSize, 1) / minimumPerThread, 1, threads);
+  threads = std::min(threads, count);
+  if (threads <= 1) {
+    work(0, count);
+    return;
+  }
+  std::vector<std::thread> pool;
+  std::exception_ptr failure;
+  std::mutex failureLock;
+  const int64_t per = (count + threads - 1) / threads;
+  for (int64_t begin = 0; begin < count; begin += per)
+    pool.emplace_back([&, begin] {
+      try {
+        work(begin, std::min(count, begin + per));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failureLock);
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  for (std::thread &t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 } // namespace
@@ -69,10 +114,14 @@ void storeElement(plan::DType dtype, float v, uint8_t *out, size_t i) {
 bool globMatch(const std::string &pattern, const std::string &text) {
   size_t p = 0, t = 0, star = std::string::npos, mark = 0;
   while (t < text.size()) {
-    if (p < pattern.size() && pattern[p] == '*') star = p++, mark = t;
-    else if (p < pattern.size() && pattern[p] == text[t]) ++p, ++t;
-    else if (star != std::string::npos) p = star + 1, t = ++mark;
-    else return false;
+    if (p < pattern.size() && pattern[p] == '*')
+      star = p++, mark = t;
+    else if (p < pattern.size() && pattern[p] == text[t])
+      ++p, ++t;
+    else if (star != std::string::npos)
+      p = star + 1, t = ++mark;
+    else
+      return false;
   }
   while (p < pattern.size() && pattern[p] == '*') ++p;
   return p == pattern.size();
@@ -89,7 +138,8 @@ std::vector<std::string> checkCheckpoint(const plan::Plan &plan, const weights::
   for (const std::string &name : checkpoint.names()) {
     if (used.count(name)) continue;
     bool ignored = false;
-    for (const std::string &pattern : plan.model.ignoredSourceKeys) ignored = ignored || globMatch(pattern, name);
+    for (const std::string &pattern : plan.model.ignoredSourceKeys)
+      ignored = ignored || globMatch(pattern, name);
     if (!ignored) unused.push_back(name);
   }
   return unused;
@@ -99,39 +149,73 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
   checkShape(w, t);
   int64_t rows = w.shape[0], cols = w.shape.size() > 1 ? w.shape[1] : 1;
   std::vector<uint8_t> out(w.bytes());
-  // The source after transposition is [R', C'] with the weight cut from it at sliceDim.
-  int64_t sourceCols = w.transpose ? t.shape[0] : (t.shape.size() > 1 ? t.shape[1] : 1);
   int64_t rowOffset = w.sliceDim == 0 ? w.sliceStart : 0, colOffset = w.sliceDim == 1 ? w.sliceStart : 0;
-  std::vector<float> row(cols);
   if (!w.transpose) {
-    for (int64_t r = 0; r < rows; ++r) {
-      weights::convertToF32(t, (r + rowOffset) * sourceCols + colOffset, cols, row.data());
-      for (int64_t c = 0; c < cols; ++c) storeElement(w.deviceDType, row[c], out.data(), r * cols + c);
+    // The source after slicing is [rows, sourceCols] from (rowOffset, colOffset).
+    int64_t sourceCols = t.shape.size() > 1 ? t.shape[1] : 1;
+    if (sameEncoding(t.dtype, w.deviceDType)) {
+      // The bytes as they are: a copy of each row (of the whole tensor at once where nothing is cut).
+      const size_t element = weights::byteSize(t.dtype), rowBytes = size_t(cols) * element;
+      const uint8_t *source = t.data + size_t(rowOffset * sourceCols + colOffset) * element;
+      if (const uint8_t *whole = deviceBytesInPlace(w, t)) {
+        std::memcpy(out.data(), whole, out.size());
+      } else {
+        parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
+          for (int64_t r = begin; r < end; ++r)
+            std::memcpy(out.data() + size_t(r) * rowBytes, source + size_t(r * sourceCols) * element,
+                        rowBytes);
+        });
+      }
+      return out;
     }
+    parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
+      std::vector<float> row(cols);
+      for (int64_t r = begin; r < end; ++r) {
+        weights::convertToF32(t, (r + rowOffset) * sourceCols + colOffset, cols, row.data());
+        for (int64_t c = 0; c < cols; ++c) storeElement(w.deviceDType, row[c], out.data(), r * cols + c);
+      }
+    });
     return out;
   }
   // Transposed (GPT-2 Conv1D [in, out]): the source row c holds column c of the weight.
   int64_t sourceRowLength = t.shape[1];
-  std::vector<float> sourceRow(sourceRowLength);
-  for (int64_t c = 0; c < cols; ++c) {
-    weights::convertToF32(t, (c + colOffset) * sourceRowLength, sourceRowLength, sourceRow.data());
-    for (int64_t r = 0; r < rows; ++r) storeElement(w.deviceDType, sourceRow[r + rowOffset], out.data(), r * cols + c);
-  }
-  (void)sourceCols;
+  parallelRanges(cols, rows, [&](int64_t begin, int64_t end) {
+    std::vector<float> sourceRow(sourceRowLength);
+    for (int64_t c = begin; c < end; ++c) {
+      weights::convertToF32(t, (c + colOffset) * sourceRowLength, sourceRowLength, sourceRow.data());
+      for (int64_t r = 0; r < rows; ++r)
+        storeElement(w.deviceDType, sourceRow[r + rowOffset], out.data(), r * cols + c);
+    }
+  });
   return out;
 }
 
-LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan, const weights::Checkpoint &checkpoint,
-                            const ProgressFn &progress) {
+const uint8_t *deviceBytesInPlace(const plan::Weight &w, const weights::TensorView &t) {
+  checkShape(w, t);
+  const int64_t cols = w.shape.size() > 1 ? w.shape[1] : 1, sourceCols = t.shape.size() > 1 ? t.shape[1] : 1;
+  if (w.transpose || !sameEncoding(t.dtype, w.deviceDType) || cols != sourceCols || w.shape.size() > 2)
+    return nullptr;
+  const int64_t rowOffset = w.sliceDim == 0 ? w.sliceStart : 0;
+  return t.data + size_t(rowOffset * sourceCols) * weights::byteSize(t.dtype);
+}
+
+LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
+                            const weights::Checkpoint &checkpoint, const ProgressFn &progress) {
   LoadedWeights loaded;
   uint64_t total = 0;
   for (const plan::Weight &w : plan.weights) total += w.bytes();
   for (const plan::Weight &w : plan.weights) {
-    std::vector<uint8_t> bytes = convertWeight(w, findTensor(w, checkpoint));
-    vk::Buffer buffer = context.createBuffer(bytes.size(), "weight '" + w.name + "'");
-    context.upload(buffer, 0, bytes.data(), bytes.size());
+    const weights::TensorView &t = findTensor(w, checkpoint);
+    vk::Buffer buffer = context.createBuffer(w.bytes(), "weight '" + w.name + "'");
+    // Straight from the mapped file where the bytes are already the device's; else through a conversion.
+    if (const uint8_t *inPlace = deviceBytesInPlace(w, t)) {
+      context.upload(buffer, 0, inPlace, w.bytes());
+    } else {
+      std::vector<uint8_t> bytes = convertWeight(w, t);
+      context.upload(buffer, 0, bytes.data(), bytes.size());
+    }
     loaded.buffers.push_back(std::move(buffer));
-    loaded.bytes += bytes.size();
+    loaded.bytes += w.bytes();
     if (progress) progress(loaded.bytes, total);
   }
   return loaded;

@@ -19,7 +19,7 @@ public:
 };
 
 struct LoadedWeights {
-  std::vector<vk::Buffer> buffers;  // one per plan weight, in plan order
+  std::vector<vk::Buffer> buffers; // one per plan weight, in plan order
   uint64_t bytes = 0;
 };
 
@@ -32,9 +32,13 @@ std::vector<std::string> checkCheckpoint(const plan::Plan &plan, const weights::
 
 // Converts one weight to its device bytes (exposed for tests).
 std::vector<uint8_t> convertWeight(const plan::Weight &weight, const weights::TensorView &tensor);
+// The device bytes of a weight where the tensor already holds them in one block (same dtype, not transposed,
+// not cut across its rows): a pointer into the tensor's data, else nullptr. Throws WeightError as
+// convertWeight.
+const uint8_t *deviceBytesInPlace(const plan::Weight &weight, const weights::TensorView &tensor);
 
-LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan, const weights::Checkpoint &checkpoint,
-                            const ProgressFn &progress);
+LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
+                            const weights::Checkpoint &checkpoint, const ProgressFn &progress);
 
 bool globMatch(const std::string &pattern, const std::string &text);
 

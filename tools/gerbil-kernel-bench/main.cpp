@@ -186,6 +186,8 @@ int main(int argc, char **argv) {
   gemv->add_option("--split", split, "Teams per pair of rows (default: the catalog's)");
   gemv->add_flag("--norm", norm, "RMSNorm prologue");
   gemv->add_flag("--residual", residual, "Residual epilogue");
+  bool gateUp = false;
+  gemv->add_flag("--gate-up", gateUp, "Gate/up pairs: n outputs of silu(gate) * up, 2n weight rows");
 
   int64_t heads = 32, kvHeads = 8, headDim = 128, position = 255, sequence = 4096;
   CLI::App *attention = app.add_subcommand("attention-decode", "Decode's split attention of one query");
@@ -239,19 +241,22 @@ int main(int argc, char **argv) {
       spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,
       spec.eps = 1e-5;
       spec.split = split;
+      spec.gateUp = gateUp;
       codegen::KernelSource source = codegen::gemvKernel(spec);
       std::vector<BindingData> data;
       for (const codegen::KernelBinding &b : source.bindings) {
-        size_t elements = b.name == "x" || b.name == "g" ? k : b.name == "w" ? n * k : n;
-        data.push_back(
-            {randomBytes(elements, b.name == "w" ? options.dtype : plan::DType::F32, 7), b.name == "w"});
+        const bool weight = b.name.rfind("w", 0) == 0;
+        size_t elements = b.name == "x" || b.name == "g" ? k : weight ? n * k : n;
+        data.push_back({randomBytes(elements, weight ? options.dtype : plan::DType::F32, 7), weight});
       }
+      if (gateUp && residual) throw CLI::ValidationError("--gate-up", "has no residual epilogue");
       double ms = bench.time(source, data, codegen::gemvGrid(spec), 1);
-      double bytes = double(n) * k * plan::byteSize(options.dtype);
+      double bytes = (gateUp ? 2.0 : 1.0) * double(n) * k * plan::byteSize(options.dtype);
       out.update({{"kernel", "gemv"},
                   {"n", n},
                   {"k", k},
                   {"split", split},
+                  {"gate_up", gateUp},
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     } else {

@@ -33,6 +33,17 @@ const uint K_BATCH = DIM_VECS < 32u ? DIM_VECS : 32u;
 // fewer memory latencies in a row. Otherwise only the first block's keys are loaded early (with the queries).
 const bool V_WITH_K = K_BATCH + KEYS_PER_GROUP * VECS_PER_LANE <= 40u && K_BATCH == DIM_VECS;
 const float NO_SCORE = -3.0e38;
+// ATTENTION_DIAG_EXIT n (gerbil-kernel-bench only): every workgroup stops at point n (1 before any load,
+// 2 after the keys' scores, 3 after the values, 4 after the split's partial is counted in), writing one value
+// that depends on what it loaded: the differences between the points time the phases.
+#ifndef ATTENTION_DIAG_EXIT
+#define ATTENTION_DIAG_EXIT 0
+#endif
+#define DIAG_EXIT(n, value)                                                             \
+  if (ATTENTION_DIAG_EXIT == n) {                                                       \
+    if (gl_LocalInvocationID.x == 0u) store_result(gl_WorkGroupID.x * HEAD_DIM, value); \
+    return;                                                                             \
+  }
 // The queries' and the combined output's vec4s per lane; the combine's splits per lane and per batch.
 const uint OUT_VECS = (QH * DIM_VECS + LANES - 1u) / LANES;
 const uint SPLITS_PER_LANE = (SPLITS + LANES - 1u) / LANES;
@@ -138,6 +149,7 @@ void loadPartials(out vec4 values[COMBINE_BATCH][OUT_VECS], uint x, uint s0, uin
 void main() {
   uint lane = gl_LocalInvocationID.x, x = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
   uint kvHead = x / HEAD_GROUPS, head0 = kvHead * GROUP + (x % HEAD_GROUPS) * QH;
+  DIAG_EXIT(1, 0.0)
   uint position = state_.position;
   uint first = (WINDOW > 0u && position + 1u > WINDOW) ? position + 1u - WINDOW : 0u;
   uint len = position + 1u - first;
@@ -186,6 +198,7 @@ void main() {
     [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = live ? score[h] : NO_SCORE;
     if (V_WITH_K) loadKeys(k, rows, key + LANES, 0u, key + LANES < end);
 
+    DIAG_EXIT(2, score[0])
     reduceHeads(score, true);
     float correction[QH];
     [[unroll]] for (uint h = 0; h < QH; ++h) {
@@ -208,6 +221,7 @@ void main() {
     barrier();  // p_ is rewritten by the next block
   }
 
+  DIAG_EXIT(3, acc[0][0].x)
   reduceHeads(laneSum, false);
   float runningSum[QH];
   [[unroll]] for (uint h = 0; h < QH; ++h) runningSum[h] = reduced_[h];
@@ -252,6 +266,7 @@ void main() {
   barrier();
   if (lane == 0u) last_ = atomicAdd(counters[x], 1) == int(activeSplits) - 1;
   barrier();
+  DIAG_EXIT(4, 1.0)
   if (!last_) return;
   memoryBarrierBuffer();
   if (lane == 0u) atomicExchange(counters[x], 0);  // ready for the next layer and step
