@@ -99,12 +99,18 @@ public:
     plan_.stateBytes = (plan::kStateHeaderWords + static_cast<uint64_t>(options_.maxSequence)) * 4;
     plan_.target = options_.target;
 
+    // Where each one-op dispatch landed in the two schedules.
+    llvm::DenseMap<Operation *, std::pair<size_t, size_t>> placed;
     for (Operation &op : forward.getBody().front()) {
       if (auto dispatch = dyn_cast<gd::DispatchOp>(op)) {
+        size_t prefillAt = plan_.prefill.size(), decodeAt = plan_.decode.size();
         for (plan::Dispatch &d : lowerSchedule(dispatch, false)) plan_.prefill.push_back(std::move(d));
         for (plan::Dispatch &d : lowerSchedule(dispatch, true)) plan_.decode.push_back(std::move(d));
+        if (plan_.prefill.size() == prefillAt + 1 && plan_.decode.size() == decodeAt + 1)
+          placed[dispatch] = {prefillAt, decodeAt};
       } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         plan_.logits = arenaBinding(ret.getOperand(0));
+        plan_.lastRowLogits = lastRowLogits(ret.getOperand(0), placed);
         // A greedy token result comes from the argmax dispatch, which must be the step's last.
         plan_.gpuArgmax = ret.getNumOperands() == 2 && !plan_.prefill.empty() &&
                           plan_.kernels[plan_.prefill.back().kernel].name.rfind("argmax.", 0) == 0;
@@ -118,6 +124,20 @@ public:
   }
 
 private:
+  // The logits projection's prefill and decode dispatches where decode runs it as a one-row gemv (which
+  // takes firstRow) with the same bindings; else none.
+  plan::Plan::LastRowLogits
+  lastRowLogits(Value logits, const llvm::DenseMap<Operation *, std::pair<size_t, size_t>> &placed) {
+    auto dispatch = logits.getDefiningOp<gd::DispatchOp>();
+    if (!dispatch || !holdsOneOp(dispatch) || !dispatch.getDecodeGrid() ||
+        !isa<gd::MatMulOp, gd::LinearOp>(dispatch.getBody().front().front()))
+      return {};
+    auto at = placed.find(dispatch);
+    if (at == placed.end()) return {};
+    if (plan_.prefill[at->second.first].bindings != plan_.decode[at->second.second].bindings) return {};
+    return {static_cast<int32_t>(at->second.first), static_cast<int32_t>(at->second.second)};
+  }
+
   void readModel() {
     auto model = module_->getAttrOfType<DictionaryAttr>("gerbil.model");
     if (!model) throw CodegenError("the module lacks its gerbil.model description");

@@ -75,11 +75,16 @@ Executor::~Executor() {
 
 vk::BufferRange Executor::range(const plan::Binding &b) const {
   switch (b.kind) {
-  case plan::BufferKind::Weight: return {weights_.buffers[b.weight].handle(), 0, weights_.buffers[b.weight].size()};
-  case plan::BufferKind::Arena: return {arena_.handle(), b.offset, b.size};
-  case plan::BufferKind::KVCache: return {kvCache_.handle(), b.offset, b.size};
-  case plan::BufferKind::Input: return {input_.handle(), b.offset, b.size};
-  case plan::BufferKind::State: return {state_.handle(), b.offset, b.size};
+  case plan::BufferKind::Weight:
+    return {weights_.buffers[b.weight].handle(), 0, weights_.buffers[b.weight].size()};
+  case plan::BufferKind::Arena:
+    return {arena_.handle(), b.offset, b.size};
+  case plan::BufferKind::KVCache:
+    return {kvCache_.handle(), b.offset, b.size};
+  case plan::BufferKind::Input:
+    return {input_.handle(), b.offset, b.size};
+  case plan::BufferKind::State:
+    return {state_.handle(), b.offset, b.size};
   case plan::BufferKind::Scratch:
     return {scratch_.handle(), b.offset, b.size};
   }
@@ -112,13 +117,17 @@ void Executor::checkStep(uint32_t count) const {
 }
 
 void Executor::writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes) {
-  if (void *mapped = buffer.mappedData()) std::memcpy(mapped, data, bytes);
-  else context_.upload(buffer, 0, data, bytes);
+  if (void *mapped = buffer.mappedData())
+    std::memcpy(mapped, data, bytes);
+  else
+    context_.upload(buffer, 0, data, bytes);
 }
 
 void Executor::readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes) {
-  if (const void *mapped = buffer.mappedData()) std::memcpy(data, static_cast<const uint8_t *>(mapped) + offset, bytes);
-  else context_.download(buffer, offset, data, bytes);
+  if (const void *mapped = buffer.mappedData())
+    std::memcpy(data, static_cast<const uint8_t *>(mapped) + offset, bytes);
+  else
+    context_.download(buffer, offset, data, bytes);
 }
 
 void Executor::writeState(uint32_t position) {
@@ -126,13 +135,17 @@ void Executor::writeState(uint32_t position) {
   writeHost(state_, header, sizeof header);
 }
 
-void Executor::recordSchedule(VkCommandBuffer cmd, const std::vector<PreparedDispatch> &schedule, uint32_t count,
-                              bool timestamps) {
-  const uint32_t push[2] = {count, 0};
+void Executor::recordSchedule(VkCommandBuffer cmd, const std::vector<PreparedDispatch> &schedule,
+                              uint32_t count, bool timestamps, bool lastRowLogits) {
   for (size_t i = 0; i < schedule.size(); ++i) {
-    const PreparedDispatch &d = schedule[i];
-    context_.dispatch(cmd, pipelines_[d.kernel], d.set, push, sizeof push, d.grid[0].evaluate(count),
-                      d.grid[1].evaluate(count), d.grid[2].evaluate(count));
+    // The logits of row count - 1 alone: the decode schedule's one-row dispatch of the same bindings.
+    const bool oneRow = lastRowLogits && static_cast<int64_t>(i) == plan_.lastRowLogits.prefill;
+    const PreparedDispatch &d =
+        oneRow ? decode_[static_cast<size_t>(plan_.lastRowLogits.decode)] : schedule[i];
+    const uint32_t tokens = oneRow ? 1 : count;
+    const uint32_t push[2] = {tokens, oneRow ? count - 1 : 0};
+    context_.dispatch(cmd, pipelines_[d.kernel], d.set, push, sizeof push, d.grid[0].evaluate(tokens),
+                      d.grid[1].evaluate(tokens), d.grid[2].evaluate(tokens));
     context_.computeBarrier(cmd);
     if (timestamps) context_.writeTimestamp(cmd, static_cast<uint32_t>(i) + 1);
   }
@@ -156,8 +169,9 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
     context_.resetTimestamps(cmd, slots);
     context_.writeTimestamp(cmd, 0);
   }
-  context_.computeBarrier(cmd);  // host writes and earlier submissions come first
-  recordSchedule(cmd, schedule, count, timed && profiling_);
+  context_.computeBarrier(cmd); // host writes and earlier submissions come first
+  const bool lastRowLogits = count > 1 && wanted != Logits::All && plan_.lastRowLogits.prefill >= 0;
+  recordSchedule(cmd, schedule, count, timed && profiling_, lastRowLogits);
   if (timed && !profiling_) context_.writeTimestamp(cmd, 1);
   context_.submitAndWait(cmd);
   if (timed) {
@@ -165,7 +179,8 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
     lastStepGpuMs_ = static_cast<double>(ns.back() - ns.front()) / 1e6;
     lastDispatchMs_.clear();
     if (profiling_)
-      for (size_t i = 1; i < ns.size(); ++i) lastDispatchMs_.push_back(static_cast<double>(ns[i] - ns[i - 1]) / 1e6);
+      for (size_t i = 1; i < ns.size(); ++i)
+        lastDispatchMs_.push_back(static_cast<double>(ns[i] - ns[i - 1]) / 1e6);
   }
   position_ += count;
 
@@ -201,7 +216,7 @@ std::vector<int32_t> Executor::decodeGreedy(int32_t token, uint32_t count) {
   if (!cmd) {
     cmd = context_.beginReusableCommands();
     context_.computeBarrier(cmd);
-    for (uint32_t i = 0; i < count; ++i) recordSchedule(cmd, decode_, 1, false);
+    for (uint32_t i = 0; i < count; ++i) recordSchedule(cmd, decode_, 1, false, false);
     context_.endCommands(cmd);
   }
   context_.submitRecorded(cmd);

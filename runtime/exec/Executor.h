@@ -67,8 +67,9 @@ private:
   void writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes);
   void readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes);
   void writeState(uint32_t position);
+  // lastRowLogits: a prefill step that needs only the last logits row (Plan::lastRowLogits).
   void recordSchedule(VkCommandBuffer cmd, const std::vector<PreparedDispatch> &schedule, uint32_t tokens,
-                      bool timestamps);
+                      bool timestamps, bool lastRowLogits);
 
   vk::Context &context_;
   const plan::Plan &plan_;
@@ -76,7 +77,7 @@ private:
   vk::Buffer arena_, kvCache_, input_, state_, scratch_;
   std::vector<vk::Pipeline> pipelines_;
   std::vector<PreparedDispatch> prefill_, decode_;
-  std::map<uint32_t, VkCommandBuffer> recordedDecode_;  // steps per submit -> command buffer
+  std::map<uint32_t, VkCommandBuffer> recordedDecode_; // steps per submit -> command buffer
   uint32_t position_ = 0;
   double lastStepGpuMs_ = 0;
   bool profiling_ = false;

@@ -127,6 +127,7 @@ json manifestToJson(const Plan &plan) {
   m["stateBytes"] = plan.stateBytes;
   m["scratchBytes"] = plan.scratchBytes;
   m["gpuArgmax"] = plan.gpuArgmax;
+  m["lastRowLogits"] = json{{"prefill", plan.lastRowLogits.prefill}, {"decode", plan.lastRowLogits.decode}};
 
   // The SPIR-V itself goes to the blob; the manifest says where each kernel's words are.
   json kernels = json::array();
@@ -330,6 +331,7 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.stateBytes = root["stateBytes"].u64();
   plan.scratchBytes = root["scratchBytes"].u64();
   plan.gpuArgmax = root["gpuArgmax"].boolean();
+  plan.lastRowLogits = {root["lastRowLogits"]["prefill"].i32(), root["lastRowLogits"]["decode"].i32()};
 
   // Kernels share no words (serialize lays them out one after another): otherwise a small file could make the
   // reader copy a large blob once per kernel.
@@ -431,6 +433,21 @@ void validateDispatches(const Plan &plan, const std::vector<Dispatch> &dispatche
         throw PlanError(where + ": grid dimension " + std::to_string(axis) + " has divisor " +
                         std::to_string(d.grid[axis].div) + " (must be > 0)");
   }
+}
+
+void validateLastRowLogits(const Plan &plan, const std::string &what) {
+  const Plan::LastRowLogits &l = plan.lastRowLogits;
+  if (l.prefill == -1 && l.decode == -1) return;
+  if (l.prefill < 0 || size_t(l.prefill) >= plan.prefill.size() || l.decode < 0 ||
+      size_t(l.decode) >= plan.decode.size())
+    throw PlanError(what + ": lastRowLogits names prefill dispatch " + std::to_string(l.prefill) +
+                    " and decode dispatch " + std::to_string(l.decode) + ", which the schedules of " +
+                    std::to_string(plan.prefill.size()) + " and " + std::to_string(plan.decode.size()) +
+                    " dispatches do not have");
+  if (plan.prefill[size_t(l.prefill)].bindings != plan.decode[size_t(l.decode)].bindings)
+    throw PlanError(what + ": lastRowLogits pairs prefill dispatch '" +
+                    plan.prefill[size_t(l.prefill)].label + "' with decode dispatch '" +
+                    plan.decode[size_t(l.decode)].label + "', whose bindings differ");
 }
 
 void validateWeights(const Plan &plan, const std::string &what) {
@@ -588,6 +605,7 @@ void validate(const Plan &plan, const std::string &what) {
   validateBinding(plan, plan.logits, what + ": logits");
   validateDispatches(plan, plan.prefill, what, "prefill");
   validateDispatches(plan, plan.decode, what, "decode");
+  validateLastRowLogits(plan, what);
 }
 
 // ---- Serialisation.

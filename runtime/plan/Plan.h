@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kFormatVersion = 4;
 
 class PlanError : public std::runtime_error {
 public:
@@ -36,12 +36,12 @@ std::optional<Layout> parseLayout(const std::string &s);
 
 struct Weight {
   std::string name;                    // canonical name
-  std::vector<std::string> sourceKeys;  // safetensors names accepted for it (first is the usual one)
+  std::vector<std::string> sourceKeys; // safetensors names accepted for it (first is the usual one)
   std::vector<int64_t> shape;          // device shape, after transpose and slice
   DType deviceDType = DType::F32;
   Layout layout = Layout::RowMajor;
-  bool transpose = false;               // the source is [in, out] (GPT-2 Conv1D)
-  int32_t sliceDim = -1;                // -1: the whole (transposed) source tensor
+  bool transpose = false; // the source is [in, out] (GPT-2 Conv1D)
+  int32_t sliceDim = -1;  // -1: the whole (transposed) source tensor
   int64_t sliceStart = 0;
   int64_t sliceLength = 0;
   uint64_t bytes() const;
@@ -62,6 +62,7 @@ struct Binding {
   uint32_t weight = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
+  bool operator==(const Binding &) const = default;
 };
 
 // Workgroup counts as functions of the token count T of a step: count = ceil((mulT * T + add) / div).
@@ -74,15 +75,16 @@ struct GridDim {
 
 struct Dispatch {
   uint32_t kernel = 0;
-  std::string label;  // what it computes, for profiles and errors
+  std::string label; // what it computes, for profiles and errors
   std::vector<Binding> bindings;
   std::array<GridDim, 3> grid;
 };
 
-// Every kernel receives the same push constants: { uint tokens; uint unused; }, and binds the state buffer
+// Every kernel receives the same push constants: { uint tokens; uint firstRow; }, and binds the state buffer
 // as its last binding (the step's position lives there so that recorded command buffers can be replayed).
+// firstRow is 0 but for the one-row logits dispatch of Plan::lastRowLogits.
 inline constexpr uint32_t kPushConstantBytes = 8;
-inline constexpr uint64_t kStateHeaderWords = 2;  // position, generated
+inline constexpr uint64_t kStateHeaderWords = 2; // position, generated
 
 struct Kernel {
   std::string name;
@@ -99,14 +101,15 @@ struct ModelInfo {
   int64_t numLayers = 0;
   std::vector<int64_t> bosTokenIds;
   std::vector<int64_t> eosTokenIds;
-  std::string configJson;  // the config.json that was compiled, verbatim
-  std::string configPath;  // where it was compiled from (the default weights folder)
-  std::vector<std::string> ignoredSourceKeys;  // glob patterns ('*') of checkpoint tensors that are not weights
+  std::string configJson; // the config.json that was compiled, verbatim
+  std::string configPath; // where it was compiled from (the default weights folder)
+  std::vector<std::string>
+      ignoredSourceKeys; // glob patterns ('*') of checkpoint tensors that are not weights
 };
 
 struct Limits {
-  uint32_t maxSequence = 0;   // KV cache length
-  uint32_t prefillChunk = 0;  // most tokens one step processes
+  uint32_t maxSequence = 0;  // KV cache length
+  uint32_t prefillChunk = 0; // most tokens one step processes
 };
 
 struct KVCache {
@@ -114,7 +117,7 @@ struct KVCache {
   int64_t numKVHeads = 0;
   int64_t headDim = 0;
   DType dtype = DType::F32;
-  std::string layout = "LHSd";  // [layer][k|v][kv head][position][head dim]
+  std::string layout = "LHSd"; // [layer][k|v][kv head][position][head dim]
   uint64_t bytes = 0;
 };
 
@@ -122,7 +125,7 @@ struct KVCache {
 struct Requirements {
   bool shaderFloat16 = false;
   bool storageBuffer16BitAccess = false;
-  uint64_t maxStorageBufferRange = 0;  // largest single binding
+  uint64_t maxStorageBufferRange = 0; // largest single binding
   uint32_t maxSharedMemoryBytes = 0;
   bool vulkanMemoryModel = false;            // SPIR-V with the Vulkan memory model (cooperative matrices)
   uint32_t subgroupSize = 0;                 // the kernels assume exactly this subgroup size; 0: any
@@ -142,14 +145,21 @@ struct Plan {
   std::vector<Weight> weights;
   KVCache kvCache;
   uint64_t arenaBytes = 0;
-  uint64_t inputBytes = 0;     // int32 token ids, prefillChunk of them
-  Binding inputIds;            // where the kernels read the token ids
-  Binding logits;              // F32 [T, vocab] after a step
-  uint64_t stateBytes = 0;     // the State buffer: (2 + maxSequence) uint32
-  uint64_t scratchBytes = 0;   // the Scratch buffer (0: none)
+  uint64_t inputBytes = 0;   // int32 token ids, prefillChunk of them
+  Binding inputIds;          // where the kernels read the token ids
+  Binding logits;            // F32 [T, vocab] after a step
+  uint64_t stateBytes = 0;   // the State buffer: (2 + maxSequence) uint32
+  uint64_t scratchBytes = 0; // the Scratch buffer (0: none)
   // The last dispatch of each schedule is a GPU argmax of the last logits row: it writes the chosen token
   // into input_ids[0], appends it to the state's tokens and advances the position by T.
   bool gpuArgmax = false;
+  // Prefill steps that need no more than the last row of logits (generation, not --dump-logits) run the
+  // decode dispatch `decode` (the logits projection as a one-row gemv) in place of the prefill dispatch
+  // `prefill` (the same projection of all T rows), with firstRow = T - 1: both have the same bindings, so
+  // row T - 1 of the logits is written as the full dispatch would write it. -1 and -1: no such pair.
+  struct LastRowLogits {
+    int32_t prefill = -1, decode = -1;
+  } lastRowLogits;
   std::vector<Kernel> kernels;
   std::vector<Dispatch> prefill;
   std::vector<Dispatch> decode;

@@ -62,6 +62,7 @@ def plan_seeds(plan_path):
                      "layout": "row_major", "transpose": True, "sliceDim": 0, "sliceStart": 4, "sliceLength": 4}],
         "kvCache": {"numLayers": 1, "numKVHeads": 1, "headDim": 4, "dtype": "f32", "layout": "LHSd", "bytes": 64},
         "arenaBytes": 64, "inputBytes": 8, "stateBytes": 24, "gpuArgmax": True,
+        "lastRowLogits": {"prefill": 0, "decode": 0},
         "inputIds": {"kind": "input", "weight": 0, "offset": 0, "size": 8},
         "logits": {"kind": "kv_cache", "weight": 0, "offset": 0, "size": 16},
         "kernels": [{"name": "k", "numBindings": 3, "workgroupSize": [64, 1, 1], "spirvOffset": 0,

@@ -182,6 +182,8 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
   }
   expectDispatchesEqual(a.prefill, b.prefill);
   expectDispatchesEqual(a.decode, b.decode);
+  EXPECT_EQ(a.lastRowLogits.prefill, b.lastRowLogits.prefill);
+  EXPECT_EQ(a.lastRowLogits.decode, b.lastRowLogits.decode);
 }
 
 uint64_t readU64(const std::vector<uint8_t> &bytes, size_t at) {
@@ -472,6 +474,33 @@ TEST(Plan, RandomManifestMutationsNeverCrash) {
 
 TEST(Plan, ValidateAcceptsTheTestPlan) {
   EXPECT_NO_THROW(validate(makePlan()));
+}
+
+// The test plan with its q_proj's decode dispatch bound as the prefill one, paired as last-row logits.
+Plan planWithLastRowLogits() {
+  Plan plan = makePlan();
+  plan.decode[0].bindings = plan.prefill[1].bindings;
+  plan.lastRowLogits = {1, 0};
+  return plan;
+}
+
+TEST(Plan, LastRowLogitsRoundTrip) {
+  Plan plan = planWithLastRowLogits();
+  EXPECT_NO_THROW(validate(plan));
+  std::vector<uint8_t> bytes = serialize(plan);
+  expectPlansEqual(deserialize(bytes.data(), bytes.size(), "plan.bin"), plan);
+}
+
+TEST(Plan, ValidateRejectsBadLastRowLogits) {
+  Plan plan = planWithLastRowLogits();
+  plan.lastRowLogits.decode = 1;
+  std::string message = errorOf([&] { validate(plan, "plan.bin"); });
+  EXPECT_NE(message.find("lastRowLogits names prefill dispatch 1 and decode dispatch 1"), std::string::npos)
+      << message;
+  plan = planWithLastRowLogits();
+  plan.decode[0].bindings[2].offset += 4;
+  message = errorOf([&] { validate(plan, "plan.bin"); });
+  EXPECT_NE(message.find("whose bindings differ"), std::string::npos) << message;
 }
 
 TEST(Plan, ValidateRejectsBadKernelIndex) {

@@ -2,7 +2,7 @@
 // first token is in the state buffer (state_.position), declared with the bindings.
 layout(push_constant) uniform Step {
   uint tokens;  // T of this step
-  uint unused;
+  uint firstRow;  // the row a one-row gemv works on (the last-row logits of a prefill step), else 0
 } step_;
 
 #ifdef NEEDS_REDUCTION

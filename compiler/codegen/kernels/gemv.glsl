@@ -12,7 +12,8 @@
 //  - the pair's invocations reduce with subgroupAdd, and through shared memory across subgroups (when
 //    SPLIT > 1, or on devices with subgroups under 32), or through shared memory alone.
 // Modes, by what the two rows of a pair are and where their sums go (grid (WORKGROUPS, 1, 1)):
-//   MODE_SINGLE   rows 2p, 2p + 1 of w; result[row] (+ residual[row] with RESIDUAL).
+//   MODE_SINGLE   rows 2p, 2p + 1 of w; result[row] (+ residual[row] with RESIDUAL). The input, result and
+//                 residual are row step_.firstRow of theirs (the last-row logits of a prefill step).
 //   MODE_GATE_UP  row p of w_gate and of w_up; result[p] = act(gate + bias_gate) * (up + bias_up).
 //   MODE_QKV      workgroups [0, GROUPS_Q) take rows of w_q, the next GROUPS_K of w_k, the last GROUPS_V of
 //                 w_v; sums (+ bias) go to result_q, result_k, result_v, or with ROPE rotated (q, k) and with
@@ -26,6 +27,8 @@ const uint INV = 32u * SPLIT;   // invocations per pair
 const uint UNROLL = GEMV_UNROLL;  // 16-byte steps per row in flight per invocation
 
 shared vec3 pairPartials_[WORKGROUP];
+// Where the input row starts, in elements (MODE_SINGLE's firstRow; 0 in the other modes).
+uint xRow_ = 0u;
 
 // The invocation's place: pairs take INV consecutive places. With subgroup operations, places follow the
 // subgroups, so that a subgroup of at most INV invocations lies within one pair.
@@ -78,7 +81,7 @@ float dot8(uvec4 w, vec4 xa, vec4 xb) {
 #endif
 }
 // Step u: the 16-byte load k of both rows, the input (and norm weight) under it.
-#define LOAD_INPUT(u, k) xa[u] = x_v4[2u * (k)], xb[u] = x_v4[2u * (k) + 1u];
+#define LOAD_INPUT(u, k) xa[u] = x_v4[xRow_ / 4u + 2u * (k)], xb[u] = x_v4[xRow_ / 4u + 2u * (k) + 1u];
 #define LOAD_NORM(u, k) ga[u] = g_v4[2u * (k)], gb[u] = g_v4[2u * (k) + 1u];
 #define USE_NORM(u)                                   \
   sums.z += dot(xa[u], xa[u]) + dot(xb[u], xb[u]);    \
@@ -87,7 +90,7 @@ float dot8(uvec4 w, vec4 xa, vec4 xb) {
 #else
 const uint PER_LOAD = 4u;
 #define WVEC vec4
-#define LOAD_INPUT(u, k) xa[u] = x_v4[k];
+#define LOAD_INPUT(u, k) xa[u] = x_v4[xRow_ / 4u + (k)];
 #define LOAD_NORM(u, k) ga[u] = g_v4[k];
 #define USE_NORM(u)              \
   sums.z += dot(xa[u], xa[u]);   \
@@ -130,7 +133,7 @@ const uint ROW_LOADS = K / PER_LOAD;
 #endif
 #define ACCUMULATE(WA, WB)                                                \
   for (uint k = lane; k < K; k += INV) {                                  \
-    float x = load_x(k);                                                  \
+    float x = load_x(xRow_ + k);                                          \
     NORM_SCALAR(x, k)                                                     \
     sums.x += WA(rowA * K + k) * x;                                       \
     sums.y += WB(rowB * K + k) * x;                                       \
@@ -186,6 +189,10 @@ float biasOf(uint part, uint row) {
 
 void main() {
   uint group = gl_WorkGroupID.x;
+#if MODE_SINGLE
+  xRow_ = step_.firstRow * K;
+  const uint outRow = step_.firstRow * N;
+#endif
 #if MODE_QKV
   uint part = group < GROUPS_Q ? 0u : group < GROUPS_Q + GROUPS_K ? 1u : 2u;
   uint local = group - (part == 0u ? 0u : part == 1u ? GROUPS_Q : GROUPS_Q + GROUPS_K);
@@ -250,10 +257,10 @@ void main() {
 
 #if MODE_SINGLE
 #if RESIDUAL
-  a += load_residual(rowA), b += load_residual(rowB);
+  a += load_residual(outRow + rowA), b += load_residual(outRow + rowB);
 #endif
-  if (liveA) store_result(rowA, a);
-  if (liveB) store_result(rowB, b);
+  if (liveA) store_result(outRow + rowA, a);
+  if (liveB) store_result(outRow + rowB, b);
 #elif MODE_GATE_UP
 #if BIAS_GATE
   a += load_bias_gate(rowA);
