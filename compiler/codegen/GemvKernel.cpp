@@ -42,6 +42,7 @@ KernelSource gemvKernel(const GemvSpec &spec) {
   define("N", uintValue(spec.n));
   define("NORM_PROLOGUE", spec.norm ? "1" : "0");
   define("RESIDUAL", spec.residual ? "1" : "0");
+  define("ROW_FROM_PUSH", spec.rowFromPush ? "1" : "0");
   if (spec.norm) define("EPS", glslFloat(spec.eps));
   defineGemv(k, spec.gateUp ? "MODE_GATE_UP" : "MODE_SINGLE", spec.k, spec.n, spec.weight, spec.subgroupOps,
              spec.split);

@@ -24,6 +24,9 @@ struct GemvSpec {
   bool subgroupOps = true;
   int64_t split = 0;   // teams per pair; 0: the catalog's (gemvShape), else a variant to tune with
   bool gateUp = false; // MODE_GATE_UP: n outputs silu(gate) * up of the weights w_gate, w_up (no residual)
+  // MODE_SINGLE: the input and result rows are the firstRow push constant's (the logits projection, which
+  // Plan::lastRowLogits runs on a prefill's last row), else row 0 (reading it cost the others ~0.5 µs).
+  bool rowFromPush = false;
 };
 
 // MODE_SINGLE, or MODE_GATE_UP (gateUp). Bindings in this order: x, w (or w_gate, w_up), [g], [residual],

@@ -124,12 +124,21 @@ public:
   }
 
 private:
+  // Whether the dispatch's result is the logits that @forward returns: its decode gemv then reads its row
+  // from the firstRow push constant (GemvSpec::rowFromPush), which only Plan::lastRowLogits sets.
+  static bool producesLogits(gd::DispatchOp dispatch) {
+    if (dispatch->getNumResults() == 0) return false;
+    for (OpOperand &use : dispatch->getResult(0).getUses())
+      if (isa<func::ReturnOp>(use.getOwner()) && use.getOperandNumber() == 0) return true;
+    return false;
+  }
+
   // The logits projection's prefill and decode dispatches where decode runs it as a one-row gemv (which
   // takes firstRow) with the same bindings; else none.
   plan::Plan::LastRowLogits
   lastRowLogits(Value logits, const llvm::DenseMap<Operation *, std::pair<size_t, size_t>> &placed) {
     auto dispatch = logits.getDefiningOp<gd::DispatchOp>();
-    if (!dispatch || !holdsOneOp(dispatch) || !dispatch.getDecodeGrid() ||
+    if (!dispatch || !holdsOneOp(dispatch) || !producesLogits(dispatch) || !dispatch.getDecodeGrid() ||
         !isa<gd::MatMulOp, gd::LinearOp>(dispatch.getBody().front().front()))
       return {};
     auto at = placed.find(dispatch);
@@ -338,6 +347,7 @@ private:
             GemvSpec spec;
             shapeOf(spec);
             spec.subgroupOps = options_.subgroupOps;
+            spec.rowFromPush = holdsOneOp(dispatch) && producesLogits(dispatch);
             if (spec.norm && operandDType(gd::outsideDispatch(m->getOperand(2))) != plan::DType::F32)
               throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
                                  "': the decode gemv reads its norm weight as f32");

@@ -13,7 +13,8 @@
 //    SPLIT > 1, or on devices with subgroups under 32), or through shared memory alone.
 // Modes, by what the two rows of a pair are and where their sums go (grid (WORKGROUPS, 1, 1)):
 //   MODE_SINGLE   rows 2p, 2p + 1 of w; result[row] (+ residual[row] with RESIDUAL). The input, result and
-//                 residual are row step_.firstRow of theirs (the last-row logits of a prefill step).
+//                 residual are row step_.firstRow of theirs with ROW_FROM_PUSH (the logits projection,
+//                 which runs on the last row of a prefill step), else row 0.
 //   MODE_GATE_UP  row p of w_gate and of w_up; result[p] = act(gate + bias_gate) * (up + bias_up).
 //   MODE_QKV      workgroups [0, GROUPS_Q) take rows of w_q, the next GROUPS_K of w_k, the last GROUPS_V of
 //                 w_v; sums (+ bias) go to result_q, result_k, result_v, or with ROPE rotated (q, k) and with
@@ -27,7 +28,10 @@ const uint INV = 32u * SPLIT;   // invocations per pair
 const uint UNROLL = GEMV_UNROLL;  // 16-byte steps per row in flight per invocation
 
 shared vec3 pairPartials_[WORKGROUP];
-// Where the input row starts, in elements (MODE_SINGLE's firstRow; 0 in the other modes).
+#ifndef ROW_FROM_PUSH
+#define ROW_FROM_PUSH 0
+#endif
+// Where the input row starts, in elements (ROW_FROM_PUSH: firstRow's; else 0).
 uint xRow_ = 0u;
 
 // The invocation's place: pairs take INV consecutive places. With subgroup operations, places follow the
@@ -189,9 +193,11 @@ float biasOf(uint part, uint row) {
 
 void main() {
   uint group = gl_WorkGroupID.x;
-#if MODE_SINGLE
+#if MODE_SINGLE && ROW_FROM_PUSH
   xRow_ = step_.firstRow * K;
   const uint outRow = step_.firstRow * N;
+#else
+  const uint outRow = 0u;
 #endif
 #if MODE_QKV
   uint part = group < GROUPS_Q ? 0u : group < GROUPS_Q + GROUPS_K ? 1u : 2u;
