@@ -107,20 +107,14 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
                 {"result", Access::Write, plan::DType::F32},
                 {"partial", Access::ReadWrite, plan::DType::F32, vec4, true},
                 {"counters", Access::TokenIdsWrite, plan::DType::I32}};
-  // Shared memory: the queries, the block's probabilities, the key groups' accumulators, the combine's
-  // weights and the reduction partials (attention_decode.glsl).
-  const int64_t lanes = shape.workgroup, dimVecs = (spec.headDim + 3) / 4;
-  const int64_t keyGroups = dimVecs < lanes && lanes % dimVecs == 0 ? lanes / dimVecs : 1;
-  const int64_t rowLanes = lanes / keyGroups, vecsPerLane = (dimVecs + rowLanes - 1) / rowLanes;
-  const int64_t qh = shape.queryHeads;
-  int64_t bytes = qh * dimVecs * 16 + qh * lanes * 4 + qh * 4 +
-                  std::max<int64_t>(keyGroups - 1, 1) * qh * vecsPerLane * rowLanes * 16 +
-                  shape.splits * qh * 4 + 4 + std::max<int64_t>(qh * lanes, lanes) * 4;
-  k.sharedMemoryBytes = static_cast<uint32_t>(bytes);
+  define("WARPS", uintValue(shape.warps));
+  k.sharedMemoryBytes = static_cast<uint32_t>(
+      gd::decodeAttentionSharedBytes(spec.headDim, shape.queryHeads, shape.warps, shape.splits));
   const int64_t columns = spec.kvHeads * shape.headGroups;
   d.grid = {static_cast<uint32_t>(columns), static_cast<uint32_t>(shape.splits), 1};
   d.scratchCounterBytes = static_cast<uint64_t>(columns) * 4;
-  d.scratchPartialBytes = static_cast<uint64_t>(columns * shape.splits * qh * (spec.headDim + 2)) * 4;
+  d.scratchPartialBytes =
+      static_cast<uint64_t>(columns * shape.splits * shape.queryHeads * (spec.headDim + 2)) * 4;
   return d;
 }
 

@@ -588,22 +588,31 @@ protected:
 
 TEST_F(DecodeAttentionKernelTest, MatchesTheReference) {
   // heads, kv heads, head dim, cache positions, scale, window; position. Across one block and one split
-  // (positions under 32), many splits, key groups (head dims under 128), grouped-query heads beyond the 8
-  // query heads of one workgroup, head dims that are no multiple of 4 or of the lanes, sliding windows.
+  // (positions under 32), one workgroup's warps, many splits, key groups (head dims under 128), grouped-query
+  // heads beyond the 8 query heads of one workgroup, head dims that are no multiple of 4 or of the lanes,
+  // sliding windows.
   const DecodeCase cases[] = {
-      {{4, 1, 16, 400, 0.25, 0}, 0},      {{4, 1, 16, 400, 0.25, 0}, 31},
-      {{4, 2, 64, 400, 0.125, 0}, 32},    {{14, 2, 64, 400, 0.125, 0}, 130},
-      {{32, 8, 128, 400, 0.088, 0}, 255}, {{8, 8, 128, 400, 0.088, 0}, 399},
-      {{16, 1, 32, 400, 0.17, 0}, 77},    {{6, 2, 18, 400, 0.2, 0}, 45},
-      {{3, 3, 72, 400, 0.11, 0}, 300},    {{4, 2, 16, 400, 0.25, 13}, 70},
-      {{4, 2, 256, 400, 0.06, 0}, 97},    {{4, 2, 64, 400, 0.125, 100}, 350},
+      {{4, 1, 16, 400, 0.25, 0}, 0},
+      {{4, 1, 16, 400, 0.25, 0}, 31},
+      {{4, 2, 64, 400, 0.125, 0}, 32},
+      {{14, 2, 64, 400, 0.125, 0}, 130},
+      {{32, 8, 128, 400, 0.088, 0}, 255},
+      {{8, 8, 128, 400, 0.088, 0}, 399},
+      {{16, 1, 32, 400, 0.17, 0}, 77},
+      {{6, 2, 18, 400, 0.2, 0}, 45},
+      {{3, 3, 72, 400, 0.11, 0}, 300},
+      {{4, 2, 16, 400, 0.25, 13}, 70},
+      {{4, 2, 256, 400, 0.06, 0}, 97},
+      {{4, 2, 64, 400, 0.125, 100}, 350},
+      // 64 columns leave 8 splits: each warp walks several blocks (more than 8 · 256 positions).
+      {{64, 64, 16, 2100, 0.25, 0}, 2099},
   };
   for (const DecodeCase &c : cases) {
     check(c, true);
     ASSERT_FALSE(HasFatalFailure());
   }
   // The reductions through shared memory alone (gerbilc --no-subgroup-ops).
-  for (const DecodeCase &c : {cases[1], cases[3], cases[7]}) {
+  for (const DecodeCase &c : {cases[1], cases[3], cases[7], cases[12]}) {
     check(c, false);
     ASSERT_FALSE(HasFatalFailure());
   }

@@ -1,25 +1,28 @@
 // Decode attention: the one query token of a step against the cache, split over the cached positions
 // (flash-decoding), built so that a step's attention costs a few memory latencies, not a chain of them.
-// Workgroup (x, split), 32 invocations: x is kv head x / HEAD_GROUPS and its QUERY_HEADS query heads (GQA: the
-// group's keys and values are read once for all of them); the positions [first, position] are cut into
-// `activeSplits` chunks of at least MIN_CHUNK (at most SPLITS), one per split. A split walks its chunk in
-// blocks of 32 keys:
-//  - scores: invocation j takes key j of the block, its whole row in 16-byte loads issued together, against
-//    every query head (the queries broadcast from shared memory); no reduction per key;
-//  - online softmax: one max per head over the block; the sums of the exponentials stay per invocation until
-//    the end (the rescaling is the same for all of them);
-//  - values: invocations split as KEY_GROUPS groups of ROW_LANES; lane i of group g adds keys g, g +
+// Workgroup (x, split) of WARPS warps of 32 invocations: x is kv head x / HEAD_GROUPS and its QUERY_HEADS
+// query heads (GQA: the group's keys and values are read once for all of them); the positions [first,
+// position] are cut into `activeSplits` chunks of at least MIN_CHUNK (= WARPS · 32; at most SPLITS), one per
+// workgroup, whose blocks of 32 keys the warps take in turn (warp w: blocks w, w + WARPS, ...). A warp walks
+// its blocks with an online softmax of its own:
+//  - scores: lane j takes key j of the block, its whole row in 16-byte loads issued together, against every
+//    query head (the queries broadcast from shared memory); no reduction per key;
+//  - one max per head over the block (subgroupMax where subgroups are the warps); the sums of the
+//    exponentials stay per lane until the end (the rescaling is the same for all of them);
+//  - values: the lanes split as KEY_GROUPS groups of ROW_LANES; lane i of group g adds keys g, g +
 //    KEY_GROUPS, ... of the block into dims (vec4s) i, i + ROW_LANES, ... of every head, its loads issued
 //    together; the groups are summed once, at the end.
-// With one active split it writes the result; otherwise each split writes its partial (max, sum,
-// unnormalised output) to scratch and the last split to finish (an atomic counter per x, returned to 0 by
-// that split) combines them. Grid (KV_HEADS * HEAD_GROUPS, SPLITS, 1).
-// Loads are issued as early as their addresses are known, not when their values are needed: the first
-// keys with the queries, the values with the keys (V_WITH_K), the first partials with the split maxima.
+// The warps' results are combined in shared memory. With one active split that is the result (so contexts
+// up to MIN_CHUNK positions need nothing from other workgroups: handing partials over through memory and
+// combining them took half of the kernel's time on an H200); otherwise each split writes its partial (max,
+// sum, unnormalised output) to scratch and the last split to finish (an atomic counter per x, returned to 0
+// by that split) combines them. Grid (KV_HEADS * HEAD_GROUPS, SPLITS, 1).
+// Loads are issued as early as their addresses are known, not when their values are needed: the first keys
+// with the queries, the values with the keys (V_WITH_K), the first partials with the split maxima.
 const uint GROUP = HEADS / KV_HEADS;
 const uint QH = QUERY_HEADS;
 const uint XS = KV_HEADS * HEAD_GROUPS;
-const uint LANES = 32u;  // = WORKGROUP
+const uint LANES = 32u;  // a warp
 const uint DIM_VECS = (HEAD_DIM + 3u) / 4u;
 // Values: DIM_VECS < 32 that divide 32 leave lanes for more than one key at a time.
 const uint KEY_GROUPS = (DIM_VECS < LANES && LANES % DIM_VECS == 0u) ? LANES / DIM_VECS : 1u;
@@ -29,13 +32,21 @@ const uint KEYS_PER_GROUP = LANES / KEY_GROUPS;
 // Key loads in flight per invocation (a whole row up to head_dim 128).
 const uint K_BATCH = DIM_VECS < 32u ? DIM_VECS : 32u;
 // Where a key batch and a block's values fit in registers together (head dims up to 64), the values are
-// loaded with the keys and the next block's keys while this block's softmax and values are worked out:
-// fewer memory latencies in a row. Otherwise only the first block's keys are loaded early (with the queries).
+// loaded with the keys and the next block's keys while this block's softmax and values are worked out.
 const bool V_WITH_K = K_BATCH + KEYS_PER_GROUP * VECS_PER_LANE <= 40u && K_BATCH == DIM_VECS;
 const float NO_SCORE = -3.0e38;
+// The output's vec4s per invocation (the workgroup's combine), the global combine's splits per invocation
+// and per batch.
+const uint OUT_VECS = (QH * DIM_VECS + WORKGROUP - 1u) / WORKGROUP;
+const uint SPLITS_PER_LANE = (SPLITS + WORKGROUP - 1u) / WORKGROUP;
+const uint COMBINE_BATCH = 4u;
+// A warp's staging area: its key groups' accumulators, then its unnormalised output.
+const uint KEY_GROUP_VECS = (KEY_GROUPS - 1u) * QH * VECS_PER_LANE * ROW_LANES;
+const uint STAGE_VECS = KEY_GROUP_VECS > QH * DIM_VECS ? KEY_GROUP_VECS : QH * DIM_VECS;
+
 // ATTENTION_DIAG_EXIT n (gerbil-kernel-bench only): every workgroup stops at point n (1 before any load,
-// 2 after the keys' scores, 3 after the values, 4 after the split's partial is counted in), writing one value
-// that depends on what it loaded: the differences between the points time the phases.
+// 2 after the first block's scores, 3 after the warps' walks, 4 after the split's partial is counted in),
+// writing one value that depends on what it loaded: the differences between the points time the phases.
 #ifndef ATTENTION_DIAG_EXIT
 #define ATTENTION_DIAG_EXIT 0
 #endif
@@ -44,21 +55,20 @@ const float NO_SCORE = -3.0e38;
     if (gl_LocalInvocationID.x == 0u) store_result(gl_WorkGroupID.x * HEAD_DIM, value); \
     return;                                                                             \
   }
-// The queries' and the combined output's vec4s per lane; the combine's splits per lane and per batch.
-const uint OUT_VECS = (QH * DIM_VECS + LANES - 1u) / LANES;
-const uint SPLITS_PER_LANE = (SPLITS + LANES - 1u) / LANES;
-const uint COMBINE_BATCH = OUT_VECS <= 4u ? 4u : 2u;
 
 shared vec4 queries_[QH][DIM_VECS];
-shared float p_[QH][LANES];
-shared float reduced_[QH];
-shared vec4 groupAcc_[KEY_GROUPS > 1u ? KEY_GROUPS - 1u : 1u][QH][VECS_PER_LANE][ROW_LANES];
+// Per warp and lane: the block's probabilities, and the warp reductions where subgroups are not the warps.
+shared float laneScratch_[WARPS][QH][LANES];
+shared vec4 stage_[WARPS][STAGE_VECS];
+shared float warpMax_[WARPS][QH];
+shared float warpSum_[WARPS][QH];
 shared float combineWeight_[SPLITS][QH];
+shared float reduced_[QH];
 shared bool last_;
 #if SUBGROUP_OPS
-shared float partials_[QH][LANES / MIN_SUBGROUP_SIZE];
+shared float partials_[QH][WORKGROUP / MIN_SUBGROUP_SIZE];
 #else
-shared float partials_[LANES];
+shared float partials_[WORKGROUP];
 #endif
 
 // Dims 4v..4v+3 of a cached key or value row (zeros past HEAD_DIM).
@@ -81,8 +91,8 @@ void loadKeys(out vec4 k[K_BATCH], uint rows, uint key, uint v0, bool live) {
 }
 
 // This lane's vec4s of the values of the block's first `count` keys from `block`.
-void loadValues(out vec4 values[VECS_PER_LANE][KEYS_PER_GROUP], uint rows, uint block, uint count) {
-  uint keyGroup = gl_LocalInvocationID.x / ROW_LANES, rowLane = gl_LocalInvocationID.x % ROW_LANES;
+void loadValues(out vec4 values[VECS_PER_LANE][KEYS_PER_GROUP], uint rows, uint block, uint count, uint lane) {
+  uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
   [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
     uint v = min(rowLane + i * ROW_LANES, DIM_VECS - 1u);
     [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j) {
@@ -90,6 +100,29 @@ void loadValues(out vec4 values[VECS_PER_LANE][KEYS_PER_GROUP], uint rows, uint 
       values[i][j] = at < count ? cachedVec(rows + block + at, v, true) : vec4(0.0);
     }
   }
+}
+
+// The max (or sum) of each head's value over the 32 lanes of a warp, in every lane of it. Every invocation
+// of the workgroup calls it (the path without subgroups of 32 has barriers).
+void reduceWarp(inout float values[QH], bool isMax, uint warp, uint lane) {
+#if SUBGROUP_OPS
+  if (gl_SubgroupSize == LANES) {  // the same for every invocation
+    [[unroll]] for (uint h = 0; h < QH; ++h) values[h] = isMax ? subgroupMax(values[h]) : subgroupAdd(values[h]);
+    return;
+  }
+#endif
+  [[unroll]] for (uint h = 0; h < QH; ++h) laneScratch_[warp][h][lane] = values[h];
+  barrier();
+  for (uint s = LANES / 2u; s > 0u; s >>= 1) {
+    if (lane < s)
+      [[unroll]] for (uint h = 0; h < QH; ++h) {
+        float a = laneScratch_[warp][h][lane], b = laneScratch_[warp][h][lane + s];
+        laneScratch_[warp][h][lane] = isMax ? max(a, b) : a + b;
+      }
+    barrier();
+  }
+  [[unroll]] for (uint h = 0; h < QH; ++h) values[h] = laneScratch_[warp][h][0];
+  barrier();
 }
 
 // The max (or sum) over the workgroup of each head's value, into reduced_ (all invocations must call it).
@@ -110,7 +143,7 @@ void reduceHeads(float values[QH], bool isMax) {
   for (uint h = 0; h < QH; ++h) {
     partials_[tid] = values[h];
     barrier();
-    for (uint s = LANES / 2u; s > 0u; s >>= 1) {
+    for (uint s = WORKGROUP / 2u; s > 0u; s >>= 1) {
       if (tid < s) partials_[tid] = isMax ? max(partials_[tid], partials_[tid + s]) : partials_[tid] + partials_[tid + s];
       barrier();
     }
@@ -137,19 +170,33 @@ vec4 partialVec(uint x, uint split, uint h, uint v) {
 #endif
 }
 
-// This lane's OUT_VECS vec4s of the partial outputs of splits s0 .. s0 + COMBINE_BATCH - 1.
+// This invocation's OUT_VECS vec4s of the partial outputs of splits s0 .. s0 + COMBINE_BATCH - 1.
 void loadPartials(out vec4 values[COMBINE_BATCH][OUT_VECS], uint x, uint s0, uint activeSplits) {
   [[unroll]] for (uint u = 0; u < COMBINE_BATCH; ++u)
     [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
-      uint i = min(gl_LocalInvocationID.x + j * LANES, QH * DIM_VECS - 1u);
+      uint i = min(gl_LocalInvocationID.x + j * WORKGROUP, QH * DIM_VECS - 1u);
       values[u][j] = partialVec(x, min(s0 + u, activeSplits - 1u), i / DIM_VECS, i % DIM_VECS);
     }
 }
 
+// Writes vec4 `i` of the QH × DIM_VECS output (head i / DIM_VECS).
+void storeOutput(uint head0, uint i, vec4 value) {
+  uint h = i / DIM_VECS, v = i % DIM_VECS;
+  [[unroll]] for (uint c = 0; c < 4u; ++c)
+    if (4u * v + c < HEAD_DIM) store_result((head0 + h) * HEAD_DIM + 4u * v + c, value[c]);
+}
+
 void main() {
-  uint lane = gl_LocalInvocationID.x, x = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
-  uint kvHead = x / HEAD_GROUPS, head0 = kvHead * GROUP + (x % HEAD_GROUPS) * QH;
   DIAG_EXIT(1, 0.0)
+  uint tid = gl_LocalInvocationID.x, x = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
+  // Warps follow the subgroups where there are subgroup operations, so that a subgroup of 32 is a warp.
+#if SUBGROUP_OPS
+  uint place = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+#else
+  uint place = tid;
+#endif
+  uint warp = place / LANES, lane = place % LANES;
+  uint kvHead = x / HEAD_GROUPS, head0 = kvHead * GROUP + (x % HEAD_GROUPS) * QH;
   uint position = state_.position;
   uint first = (WINDOW > 0u && position + 1u > WINDOW) ? position + 1u - WINDOW : 0u;
   uint len = position + 1u - first;
@@ -157,13 +204,15 @@ void main() {
   if (split >= activeSplits) return;
   uint chunk = (len + activeSplits - 1u) / activeSplits;
   uint begin = min(first + split * chunk, position + 1u), end = min(begin + chunk, position + 1u);
+  uint rounds = (end - begin + WARPS * LANES - 1u) / (WARPS * LANES);
   uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
   uint rows = kvHead * SEQ;
+  uint block = begin + warp * LANES;  // this warp's block in the current round
   vec4 k[K_BATCH];
-  loadKeys(k, rows, begin + lane, 0u, begin + lane < end);  // in flight with the queries' loads
+  loadKeys(k, rows, block + lane, 0u, block + lane < end);  // in flight with the queries' loads
 
-  [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
-    uint i = lane + j * LANES;
+  [[unroll]] for (uint j = 0; j < (QH * DIM_VECS + WORKGROUP - 1u) / WORKGROUP; ++j) {
+    uint i = tid + j * WORKGROUP;
     if (i < QH * DIM_VECS) {
       uint h = i / DIM_VECS, v = i % DIM_VECS;
       vec4 q = vec4(0.0);
@@ -181,140 +230,161 @@ void main() {
     [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] = vec4(0.0);
   }
 
-  for (uint block = begin; block < end; block += LANES) {
+  // Every warp runs every round (the barriers are the workgroup's); blocks past the end have no live key.
+  for (uint round = 0; round < rounds; ++round, block += WARPS * LANES) {
     uint key = block + lane;
     bool live = key < end;
-    uint count = min(LANES, end - block);
+    uint count = block < end ? min(LANES, end - block) : 0u;
     vec4 values[VECS_PER_LANE][KEYS_PER_GROUP];
-    if (V_WITH_K) loadValues(values, rows, block, count);
+    if (V_WITH_K) loadValues(values, rows, block, count, lane);
     float score[QH];
     [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = 0.0;
     for (uint v0 = 0; v0 < DIM_VECS; v0 += K_BATCH) {
-      if (v0 > 0u || block > begin && !V_WITH_K) loadKeys(k, rows, key, v0, live);
+      if (v0 > 0u || round > 0u && !V_WITH_K) loadKeys(k, rows, key, v0, live);
       [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
         if (v0 + v < DIM_VECS)
           [[unroll]] for (uint h = 0; h < QH; ++h) score[h] += dot(queries_[h][v0 + v], k[v]);
     }
     [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = live ? score[h] : NO_SCORE;
-    if (V_WITH_K) loadKeys(k, rows, key + LANES, 0u, key + LANES < end);
-
+    if (V_WITH_K) loadKeys(k, rows, key + WARPS * LANES, 0u, key + WARPS * LANES < end);
     DIAG_EXIT(2, score[0])
-    reduceHeads(score, true);
+
+    float blockMax[QH] = score;
+    reduceWarp(blockMax, true, warp, lane);
     float correction[QH];
     [[unroll]] for (uint h = 0; h < QH; ++h) {
-      float newMax = max(runningMax[h], reduced_[h]);
+      float newMax = max(runningMax[h], blockMax[h]);
       correction[h] = exp(runningMax[h] - newMax);
       float p = live ? exp(score[h] - newMax) : 0.0;
-      p_[h][lane] = p;
+      laneScratch_[warp][h][lane] = p;
       laneSum[h] = laneSum[h] * correction[h] + p;
       runningMax[h] = newMax;
     }
-    barrier();  // p_ published
+    barrier();  // the probabilities published
 
     [[unroll]] for (uint h = 0; h < QH; ++h)
       [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] *= correction[h];
-    if (!V_WITH_K) loadValues(values, rows, block, count);
+    if (!V_WITH_K) loadValues(values, rows, block, count, lane);
     [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i)
       if (rowLane + i * ROW_LANES < DIM_VECS)
         [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j)
-          [[unroll]] for (uint h = 0; h < QH; ++h) acc[h][i] += p_[h][keyGroup + j * KEY_GROUPS] * values[i][j];
-    barrier();  // p_ is rewritten by the next block
+          [[unroll]] for (uint h = 0; h < QH; ++h)
+            acc[h][i] += laneScratch_[warp][h][keyGroup + j * KEY_GROUPS] * values[i][j];
+    barrier();  // the probabilities are rewritten by the next round
   }
-
   DIAG_EXIT(3, acc[0][0].x)
-  reduceHeads(laneSum, false);
-  float runningSum[QH];
-  [[unroll]] for (uint h = 0; h < QH; ++h) runningSum[h] = reduced_[h];
-  // The key groups' accumulators into group 0's.
+
+  // Each warp's sum, and its key groups' accumulators into group 0's; then its output into its stage.
+  reduceWarp(laneSum, false, warp, lane);
   if (KEY_GROUPS > 1u) {
     if (keyGroup > 0u)
       [[unroll]] for (uint h = 0; h < QH; ++h)
-        [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) groupAcc_[keyGroup - 1u][h][i][rowLane] = acc[h][i];
+        [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i)
+          stage_[warp][((keyGroup - 1u) * QH + h) * VECS_PER_LANE * ROW_LANES + i * ROW_LANES + rowLane] = acc[h][i];
     barrier();
     if (keyGroup == 0u)
       for (uint g = 1u; g < KEY_GROUPS; ++g)
         [[unroll]] for (uint h = 0; h < QH; ++h)
-          [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] += groupAcc_[g - 1u][h][i][rowLane];
+          [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i)
+            acc[h][i] += stage_[warp][((g - 1u) * QH + h) * VECS_PER_LANE * ROW_LANES + i * ROW_LANES + rowLane];
+    barrier();  // the stage is rewritten below
+  }
+  if (keyGroup == 0u)
+    [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
+      uint v = rowLane + i * ROW_LANES;
+      if (v < DIM_VECS) [[unroll]] for (uint h = 0; h < QH; ++h) stage_[warp][h * DIM_VECS + v] = acc[h][i];
+    }
+  if (lane == 0u)
+    [[unroll]] for (uint h = 0; h < QH; ++h) warpMax_[warp][h] = runningMax[h], warpSum_[warp][h] = laneSum[h];
+  barrier();
+
+  // The workgroup's max, sum and unnormalised output: each warp weighted by exp(its max - the max).
+  float splitMax[QH], splitSum[QH];
+  [[unroll]] for (uint h = 0; h < QH; ++h) {
+    splitMax[h] = warpMax_[0][h];
+    for (uint w = 1u; w < WARPS; ++w) splitMax[h] = max(splitMax[h], warpMax_[w][h]);
+    splitSum[h] = 0.0;
+    for (uint w = 0u; w < WARPS; ++w) splitSum[h] += exp(warpMax_[w][h] - splitMax[h]) * warpSum_[w][h];
+  }
+  vec4 out_[OUT_VECS];
+  [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
+    uint i = min(tid + j * WORKGROUP, QH * DIM_VECS - 1u), h = i / DIM_VECS;
+    out_[j] = vec4(0.0);
+    for (uint w = 0u; w < WARPS; ++w) out_[j] += exp(warpMax_[w][h] - splitMax[h]) * stage_[w][i];
   }
 
   if (activeSplits == 1u) {
-    if (keyGroup == 0u)
-      [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
-        uint v = rowLane + i * ROW_LANES;
-        [[unroll]] for (uint h = 0; h < QH; ++h)
-          [[unroll]] for (uint c = 0; c < 4u; ++c)
-            if (v < DIM_VECS && 4u * v + c < HEAD_DIM)
-              store_result((head0 + h) * HEAD_DIM + 4u * v + c, acc[h][i][c] / runningSum[h]);
-      }
+    [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
+      uint i = tid + j * WORKGROUP;
+      if (i < QH * DIM_VECS) storeOutput(head0, i, out_[j] / splitSum[i / DIM_VECS]);
+    }
     return;
   }
 
   // Publish this split's partial, then count it in; the last split of x combines.
-  if (keyGroup == 0u)
-    [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
-      uint v = rowLane + i * ROW_LANES;
-      [[unroll]] for (uint h = 0; h < QH; ++h)
-        [[unroll]] for (uint c = 0; c < 4u; ++c)
-          if (v < DIM_VECS && 4u * v + c < HEAD_DIM) partial_[accIndex(x, split, h, 4u * v + c)] = acc[h][i][c];
+  [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
+    uint i = tid + j * WORKGROUP;
+    if (i < QH * DIM_VECS) {
+      uint h = i / DIM_VECS, v = i % DIM_VECS;
+      [[unroll]] for (uint c = 0; c < 4u; ++c)
+        if (4u * v + c < HEAD_DIM) partial_[accIndex(x, split, h, 4u * v + c)] = out_[j][c];
     }
-  if (lane == 0u)
+  }
+  if (tid == 0u)
     [[unroll]] for (uint h = 0; h < QH; ++h) {
-      partial_[maxIndex(x, split, h)] = runningMax[h];
-      partial_[sumIndex(x, split, h)] = runningSum[h];
+      partial_[maxIndex(x, split, h)] = splitMax[h];
+      partial_[sumIndex(x, split, h)] = splitSum[h];
     }
   memoryBarrierBuffer();
   barrier();
-  if (lane == 0u) last_ = atomicAdd(counters[x], 1) == int(activeSplits) - 1;
+  if (tid == 0u) last_ = atomicAdd(counters[x], 1) == int(activeSplits) - 1;
   barrier();
   DIAG_EXIT(4, 1.0)
   if (!last_) return;
   memoryBarrierBuffer();
-  if (lane == 0u) atomicExchange(counters[x], 0);  // ready for the next layer and step
-  // Each split's weight per head, exp(max_s - max) / sum over splits of exp(max_s - max) · sum_s: the lanes
-  // take the splits (lane, lane + 32, ...) with all of their loads issued at once.
-  // The first COMBINE_BATCH splits' partial outputs are loaded with the maxima and sums.
+  if (tid == 0u) atomicExchange(counters[x], 0);  // ready for the next layer and step
+  // Each split's weight per head, exp(max_s - max) / sum over splits of exp(max_s - max) · sum_s: the
+  // invocations take the splits (tid, tid + WORKGROUP, ...) with all of their loads issued at once, and the
+  // first COMBINE_BATCH splits' partial outputs are loaded with them.
   vec4 values[COMBINE_BATCH][OUT_VECS];
   loadPartials(values, x, 0u, activeSplits);
-  float splitMax[SPLITS_PER_LANE][QH], splitSum[SPLITS_PER_LANE][QH], m[QH], total[QH];
+  float maxima[SPLITS_PER_LANE][QH], sums[SPLITS_PER_LANE][QH], m[QH], total[QH];
   [[unroll]] for (uint i = 0; i < SPLITS_PER_LANE; ++i) {
-    uint s = min(lane + i * LANES, activeSplits - 1u);
+    uint s = min(tid + i * WORKGROUP, activeSplits - 1u);
     [[unroll]] for (uint h = 0; h < QH; ++h) {
-      splitMax[i][h] = partial_[maxIndex(x, s, h)];
-      splitSum[i][h] = partial_[sumIndex(x, s, h)];
+      maxima[i][h] = partial_[maxIndex(x, s, h)];
+      sums[i][h] = partial_[sumIndex(x, s, h)];
     }
   }
   [[unroll]] for (uint h = 0; h < QH; ++h) {
     m[h] = NO_SCORE;
     [[unroll]] for (uint i = 0; i < SPLITS_PER_LANE; ++i)
-      if (lane + i * LANES < activeSplits) m[h] = max(m[h], splitMax[i][h]);
+      if (tid + i * WORKGROUP < activeSplits) m[h] = max(m[h], maxima[i][h]);
   }
   reduceHeads(m, true);
   [[unroll]] for (uint h = 0; h < QH; ++h) {
     m[h] = reduced_[h], total[h] = 0.0;
     [[unroll]] for (uint i = 0; i < SPLITS_PER_LANE; ++i)
-      if (lane + i * LANES < activeSplits) total[h] += exp(splitMax[i][h] - m[h]) * splitSum[i][h];
+      if (tid + i * WORKGROUP < activeSplits) total[h] += exp(maxima[i][h] - m[h]) * sums[i][h];
   }
   reduceHeads(total, false);
   [[unroll]] for (uint i = 0; i < SPLITS_PER_LANE; ++i)
-    if (lane + i * LANES < activeSplits)
+    if (tid + i * WORKGROUP < activeSplits)
       [[unroll]] for (uint h = 0; h < QH; ++h)
-        combineWeight_[lane + i * LANES][h] = exp(splitMax[i][h] - m[h]) / reduced_[h];
+        combineWeight_[tid + i * WORKGROUP][h] = exp(maxima[i][h] - m[h]) / reduced_[h];
   barrier();
-  // The output: each lane OUT_VECS vec4s of the heads' dims, the splits taken COMBINE_BATCH at a time with
-  // all of their loads in flight.
-  vec4 out_[OUT_VECS];
+  // The output: each invocation OUT_VECS vec4s of the heads' dims, the splits taken COMBINE_BATCH at a time
+  // with all of their loads in flight.
   [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) out_[j] = vec4(0.0);
   for (uint s0 = 0; s0 < activeSplits; s0 += COMBINE_BATCH) {
     if (s0 > 0u) loadPartials(values, x, s0, activeSplits);
     [[unroll]] for (uint u = 0; u < COMBINE_BATCH; ++u)
       if (s0 + u < activeSplits)
         [[unroll]] for (uint j = 0; j < OUT_VECS; ++j)
-          out_[j] += combineWeight_[s0 + u][min(lane + j * LANES, QH * DIM_VECS - 1u) / DIM_VECS] * values[u][j];
+          out_[j] += combineWeight_[s0 + u][min(tid + j * WORKGROUP, QH * DIM_VECS - 1u) / DIM_VECS] * values[u][j];
   }
   [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
-    uint i = lane + j * LANES;
-    uint h = i / DIM_VECS, v = i % DIM_VECS;
-    [[unroll]] for (uint c = 0; c < 4u; ++c)
-      if (i < QH * DIM_VECS && 4u * v + c < HEAD_DIM) store_result((head0 + h) * HEAD_DIM + 4u * v + c, out_[j][c]);
+    uint i = tid + j * WORKGROUP;
+    if (i < QH * DIM_VECS) storeOutput(head0, i, out_[j]);
   }
 }

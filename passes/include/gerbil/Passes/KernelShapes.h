@@ -86,21 +86,35 @@ inline constexpr bool fitsCoopAttention(int64_t headDim) {
   return headDim % 16 == 0 && coopAttentionSharedBytes(headDim) <= 48 * 1024;
 }
 
-// Decode attention (attention_decode.glsl): one workgroup of kDecodeAttentionWorkgroup invocations per
-// (x, split): x handles `queryHeads` query heads of kv head x / headGroups, the split one of up to `splits`
-// chunks of the cached positions (at least minChunk each). Enough splits that kvHeads * headGroups * splits
-// is ~512 workgroups (a few per multiprocessor) at long contexts.
-inline constexpr int64_t kDecodeAttentionWorkgroup = 32;
+// Decode attention (attention_decode.glsl): one workgroup of `warps` × 32 invocations per (x, split): x
+// handles `queryHeads` query heads of kv head x / headGroups, the split one of up to `splits` chunks of the
+// cached positions (at least minChunk = warps × 32 each), whose blocks of 32 keys its warps take in turn.
+// The warps' results are combined in shared memory, so that a context of up to minChunk positions needs no
+// hand-over between workgroups; longer ones spread over enough splits that kvHeads * headGroups * splits is
+// ~512 workgroups at long contexts. As many warps (8, 4, 2, 1) as fit kDecodeAttentionSharedBudget.
+inline constexpr int64_t kDecodeAttentionLanes = 32;
+inline constexpr int64_t kDecodeAttentionSharedBudget = 30 * 1024; // under lavapipe's 32 KiB
 struct DecodeAttentionShape {
   int64_t workgroup;
+  int64_t warps;
   int64_t queryHeads;
   int64_t headGroups;
   int64_t splits;
   int64_t minChunk;
 };
-inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t) {
+// The shared memory of attention_decode.glsl (its arrays, in its order).
+inline constexpr int64_t decodeAttentionSharedBytes(int64_t headDim, int64_t queryHeads, int64_t warps,
+                                                    int64_t splits) {
+  const int64_t lanes = kDecodeAttentionLanes, workgroup = warps * lanes, dimVecs = (headDim + 3) / 4;
+  const int64_t keyGroups = dimVecs < lanes && lanes % dimVecs == 0 ? lanes / dimVecs : 1;
+  const int64_t rowLanes = lanes / keyGroups, vecsPerLane = (dimVecs + rowLanes - 1) / rowLanes;
+  const int64_t stage = std::max((keyGroups - 1) * queryHeads * vecsPerLane * rowLanes, queryHeads * dimVecs);
+  return queryHeads * dimVecs * 16 + warps * queryHeads * lanes * 4 + warps * stage * 16 +
+         2 * warps * queryHeads * 4 + splits * queryHeads * 4 + queryHeads * 4 + 4 +
+         std::max<int64_t>(queryHeads * (workgroup / 4), workgroup) * 4;
+}
+inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim) {
   DecodeAttentionShape shape{};
-  shape.workgroup = kDecodeAttentionWorkgroup;
   int64_t group = heads / kvHeads;
   shape.queryHeads = 1;
   for (int64_t q = std::min<int64_t>(group, 8); q >= 1; --q)
@@ -109,8 +123,13 @@ inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads,
       break;
     }
   shape.headGroups = group / shape.queryHeads;
-  shape.splits = std::clamp<int64_t>(512 / (kvHeads * shape.headGroups), 1, 128);
-  shape.minChunk = 32;
+  shape.splits = std::clamp<int64_t>(512 / (kvHeads * shape.headGroups), 1, 64);
+  shape.warps = 8;
+  while (shape.warps > 1 && decodeAttentionSharedBytes(headDim, shape.queryHeads, shape.warps, shape.splits) >
+                                kDecodeAttentionSharedBudget)
+    shape.warps /= 2;
+  shape.workgroup = shape.warps * kDecodeAttentionLanes;
+  shape.minChunk = shape.warps * kDecodeAttentionLanes;
   return shape;
 }
 
