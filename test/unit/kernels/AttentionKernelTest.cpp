@@ -1,0 +1,212 @@
+// The attention kernels, as codegen specialises them, against a double-precision reference. Prefill: prompts
+// across query and key tiles, after earlier positions in the cache, grouped-query heads, sliding windows and
+// head dims that do not split evenly over the lanes (the tensor-core variant where the device has
+// VK_NV_cooperative_matrix). Decode: one query over one workgroup's warps and over many splits.
+#include "compiler/codegen/AttentionKernel.h"
+#include "gerbil/Passes/KernelShapes.h"
+#include "test/unit/kernels/KernelTestBase.h"
+
+using namespace gerbil;
+using namespace gerbil::kerneltest;
+
+namespace {
+
+// The attention output of one query of head h at `position` against the cache ([kv head][position][dim]),
+// in double precision: causal, with the sliding window, grouped-query heads.
+void referenceAttention(const codegen::AttentionSpec &spec, const float *query,
+                        const std::vector<float> &keys, const std::vector<float> &values, int64_t h,
+                        int64_t position, double *out) {
+  const int64_t dim = spec.headDim, kv = h / (spec.heads / spec.kvHeads), seq = spec.sequence;
+  const int64_t first = spec.window > 0 ? std::max<int64_t>(0, position - spec.window + 1) : 0;
+  std::vector<double> scores;
+  double largest = -1e300;
+  for (int64_t key = first; key <= position; ++key) {
+    double dot = 0;
+    for (int64_t d = 0; d < dim; ++d) dot += double(query[d]) * keys[(kv * seq + key) * dim + d];
+    scores.push_back(dot * spec.scale);
+    largest = std::max(largest, scores.back());
+  }
+  double total = 0;
+  for (double &s : scores) total += (s = std::exp(s - largest));
+  for (int64_t d = 0; d < dim; ++d) {
+    double sum = 0;
+    for (size_t j = 0; j < scores.size(); ++j) sum += scores[j] * values[(kv * seq + first + j) * dim + d];
+    out[d] = sum / total;
+  }
+}
+
+struct AttentionCase {
+  codegen::AttentionSpec spec;
+  uint32_t tokens, start; // queries, and the position of the first
+};
+
+class AttentionKernelTest : public KernelTestBase {
+protected:
+  // coop: the tensor-core kernel (f16 queries, keys, values and probabilities): compiled and validated
+  // everywhere, run where the device has VK_NV_cooperative_matrix.
+  void check(const AttentionCase &c, bool coop = false) {
+    const codegen::AttentionSpec &spec = c.spec;
+    const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
+    const uint32_t t = c.tokens;
+    std::mt19937 rng(t * 31 + c.start * 7 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
+    std::uniform_real_distribution<float> uniform(-1.5f, 1.5f);
+    std::vector<float> q(t * heads * dim), keys(kvHeads * seq * dim), values(kvHeads * seq * dim);
+    for (float &v : q) v = uniform(rng);
+    for (float &v : keys) v = uniform(rng);
+    for (float &v : values) v = uniform(rng);
+
+    std::vector<double> expected(q.size());
+    for (uint32_t i = 0; i < t; ++i)
+      for (int64_t h = 0; h < heads; ++h)
+        referenceAttention(spec, &q[(i * heads + h) * dim], keys, values, h, c.start + i,
+                           &expected[(i * heads + h) * dim]);
+
+    codegen::KernelSource source = codegen::attentionKernel(spec, coop);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "attention test kernel");
+    if (coop && !hasCooperativeMatrix()) {
+      EXPECT_LE(source.sharedMemoryBytes, 48u * 1024);
+      GTEST_SKIP() << ctx_->info().name << " has no VK_NV_cooperative_matrix (compiled and validated only)";
+    }
+    ASSERT_LE(source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(q, "q"));
+    buffers.push_back(upload(keys, "k_cache"));
+    buffers.push_back(upload(values, "v_cache"));
+    buffers.push_back(output(q.size(), "result"));
+    buffers.push_back(state(c.start));
+    run(spirv, buffers, codegen::attentionGrid(spec, t, coop), t, "attention test kernel");
+    std::vector<float> result = download(buffers[3], q.size());
+    // f16 operands: a score is off by up to ~1e-3 of its size, a probability by 1e-3 relative.
+    const double tolerance = coop ? 1.5e-2 : 1e-4;
+    for (size_t i = 0; i < result.size(); ++i)
+      ASSERT_NEAR(result[i], expected[i], tolerance)
+          << "T=" << t << " start=" << c.start << " head_dim=" << dim << " window=" << spec.window
+          << " coop=" << coop << ": element " << i;
+  }
+};
+
+// Decode: the query at `position` against the cache, split over the cached positions; each case runs
+// twice (the last split of each column must leave its counter at 0 for the next step).
+struct DecodeCase {
+  codegen::AttentionSpec spec;
+  uint32_t position;
+};
+
+class DecodeAttentionKernelTest : public AttentionKernelTest {
+protected:
+  void check(const DecodeCase &c, bool subgroupOps) {
+    const codegen::AttentionSpec &spec = c.spec;
+    const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
+    std::mt19937 rng(c.position * 31 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
+    std::uniform_real_distribution<float> uniform(-1.5f, 1.5f);
+    std::vector<float> q(heads * dim), keys(kvHeads * seq * dim), values(kvHeads * seq * dim);
+    for (float &v : q) v = uniform(rng);
+    for (float &v : keys) v = uniform(rng);
+    for (float &v : values) v = uniform(rng);
+    // Positions past the step's are never read: NaN there fails the comparison if they are.
+    for (int64_t h = 0; h < kvHeads; ++h)
+      for (int64_t p = c.position + 1; p < seq; ++p)
+        for (int64_t d = 0; d < dim; ++d)
+          keys[(h * seq + p) * dim + d] = values[(h * seq + p) * dim + d] = std::nanf("");
+
+    std::vector<double> expected(q.size());
+    for (int64_t h = 0; h < heads; ++h)
+      referenceAttention(spec, &q[h * dim], keys, values, h, c.position, &expected[h * dim]);
+
+    codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(spec, subgroupOps);
+    ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
+    std::vector<uint32_t> spirv =
+        compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(q, "q"));
+    buffers.push_back(upload(keys, "k_cache"));
+    buffers.push_back(upload(values, "v_cache"));
+    buffers.push_back(output(q.size(), "result"));
+    buffers.push_back(ctx_->createBuffer(kernel.scratchPartialBytes, "partial"));
+    buffers.push_back(ctx_->createBuffer(kernel.scratchCounterBytes, "counters"));
+    ctx_->fill(buffers.back(), 0);
+    buffers.push_back(state(c.position));
+    ASSERT_EQ(buffers.size(), kernel.source.bindings.size() + 1);
+    for (int run = 0; run < 2; ++run) {
+      ctx_->fill(buffers[3], 0x7fc00000u); // NaN again: the second step must write every output too
+      this->run(spirv, buffers, kernel.grid, 1, "decode attention test kernel");
+      std::vector<float> result = download(buffers[3], q.size());
+      for (size_t i = 0; i < result.size(); ++i)
+        ASSERT_NEAR(result[i], expected[i], 1e-4)
+            << "heads=" << heads << "/" << kvHeads << " head_dim=" << dim << " position=" << c.position
+            << " window=" << spec.window << " subgroup ops=" << subgroupOps << " run " << run << ": element "
+            << i;
+      std::vector<int32_t> counters(kernel.scratchCounterBytes / 4);
+      ctx_->download(buffers[5], 0, counters.data(), kernel.scratchCounterBytes);
+      for (int32_t counter : counters) ASSERT_EQ(counter, 0) << "a column's counter was left behind";
+    }
+  }
+};
+
+TEST_F(DecodeAttentionKernelTest, MatchesTheReference) {
+  // heads, kv heads, head dim, cache positions, scale, window; position. Across one block and one split
+  // (positions under 32), one workgroup's warps, many splits, key groups (head dims under 128), grouped-query
+  // heads beyond the 8 query heads of one workgroup, head dims that are no multiple of 4 or of the lanes,
+  // sliding windows.
+  const DecodeCase cases[] = {
+      {{4, 1, 16, 400, 0.25, 0}, 0},
+      {{4, 1, 16, 400, 0.25, 0}, 31},
+      {{4, 2, 64, 400, 0.125, 0}, 32},
+      {{14, 2, 64, 400, 0.125, 0}, 130},
+      {{32, 8, 128, 400, 0.088, 0}, 255},
+      {{8, 8, 128, 400, 0.088, 0}, 399},
+      {{16, 1, 32, 400, 0.17, 0}, 77},
+      {{6, 2, 18, 400, 0.2, 0}, 45},
+      {{3, 3, 72, 400, 0.11, 0}, 300},
+      {{4, 2, 16, 400, 0.25, 13}, 70},
+      {{4, 2, 256, 400, 0.06, 0}, 97},
+      {{4, 2, 64, 400, 0.125, 100}, 350},
+      // 64 columns leave 8 splits: each warp walks several blocks (more than 8 · 256 positions).
+      {{64, 64, 16, 2100, 0.25, 0}, 2099},
+  };
+  for (const DecodeCase &c : cases) {
+    check(c, true);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  // The reductions through shared memory alone (gerbilc --no-subgroup-ops).
+  for (const DecodeCase &c : {cases[1], cases[3], cases[7], cases[12]}) {
+    check(c, false);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
+
+TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
+  // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.
+  const AttentionCase cases[] = {
+      {{4, 1, 16, 160, 0.25, 0}, 1, 0},   {{4, 1, 16, 160, 0.25, 0}, 7, 0},
+      {{4, 2, 32, 160, 0.17, 0}, 100, 0}, {{4, 2, 32, 160, 0.17, 0}, 37, 50},
+      {{3, 3, 72, 160, 0.11, 0}, 45, 20}, {{2, 1, 20, 160, 0.2, 0}, 33, 0},
+      {{4, 2, 16, 160, 0.25, 13}, 70, 9}, {{2, 2, 128, 160, 0.088, 0}, 40, 10},
+  };
+  for (const AttentionCase &c : cases) check(c);
+}
+
+TEST_F(AttentionKernelTest, PrefillOnCooperativeMatricesMatchesTheReference) {
+  // Head dims 64 and 128 (the models'), 16 and 32; across query tiles (64) and key tiles (32), after earlier
+  // positions in the cache, grouped-query heads, a sliding window.
+  const AttentionCase cases[] = {
+      {{4, 1, 16, 300, 0.25, 0}, 1, 0},     {{4, 1, 64, 300, 0.125, 0}, 70, 0},
+      {{4, 2, 128, 300, 0.088, 0}, 130, 0}, {{4, 2, 128, 300, 0.088, 0}, 37, 150},
+      {{2, 2, 32, 300, 0.17, 0}, 100, 5},   {{4, 2, 64, 300, 0.125, 40}, 150, 20},
+  };
+  for (const AttentionCase &c : cases) {
+    check(c, true);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
+
+TEST(AttentionKernelSpec, TensorCoresTakeHeadDimsThatFit) {
+  EXPECT_TRUE(mlir::gerbil::fitsCoopAttention(64));
+  EXPECT_TRUE(mlir::gerbil::fitsCoopAttention(128));
+  EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(72));  // not a multiple of 16
+  EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(256)); // its tiles do not fit 48 KiB
+  codegen::AttentionSpec spec{4, 2, 40, 100, 0.1, 0};
+  EXPECT_THROW(codegen::attentionKernel(spec, true), codegen::CodegenError);
+}
+
+} // namespace

@@ -1,0 +1,273 @@
+// The prefill matmul kernels, as codegen specialises them, against a double-precision reference: over shapes
+// that stress the tiling (T of 1..7 and across tile edges, N and K that are not multiples of the tiles, K
+// that is not a multiple of 8: scalar loads), each weight dtype, with and without the RMSNorm prologue and
+// the residual epilogue. The cooperative-matrix variants (and the grouped q/k/v and gate/up projections) run
+// where the device has VK_NV_cooperative_matrix (the H200) and are compiled and validated everywhere.
+#include "compiler/codegen/MatMulKernel.h"
+#include "gerbil/Passes/KernelShapes.h"
+#include "gerbil/Passes/TargetProfile.h"
+#include "test/unit/kernels/KernelTestBase.h"
+
+using namespace gerbil;
+using namespace gerbil::kerneltest;
+
+namespace {
+
+using codegen::MatMulMode;
+using codegen::MatMulSpec;
+using codegen::MatMulVariant;
+
+struct Shape {
+  uint32_t tokens;
+  int64_t n, k;
+};
+
+class MatMulKernelTest : public KernelTestBase {
+protected:
+  // Runs the kernel of `spec` on random inputs and compares every output with the reference.
+  void check(MatMulSpec spec, const Shape &shape) {
+    spec.k = shape.k;
+    spec.n = shape.n;
+    const uint32_t t = shape.tokens;
+    const int64_t n = shape.n, k = shape.k;
+    std::mt19937 rng(static_cast<uint32_t>(t * 7919 + n * 104729 + k));
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    std::vector<float> x(t * k), w(n * k), g(k), residual(t * n);
+    for (float &v : x) v = uniform(rng);
+    for (float &v : w) v = weightValue(rng);
+    for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
+    for (float &v : residual) v = uniform(rng);
+
+    // The reference, with x rounded to f16 after the prologue as the cooperative-matrix kernel does.
+    bool halfInputs = spec.variant == MatMulVariant::Coop;
+    std::vector<double> expected(t * n);
+    for (uint32_t row = 0; row < t; ++row) {
+      double scale = spec.norm ? inverseRms(&x[row * k], k, spec.eps) : 1.0;
+      std::vector<double> input(k);
+      for (int64_t i = 0; i < k; ++i) {
+        double v = x[row * k + i] * (spec.norm ? scale * g[i] : 1.0);
+        input[i] = halfInputs ? double(static_cast<_Float16>(static_cast<float>(v))) : v;
+      }
+      for (int64_t col = 0; col < n; ++col) {
+        double sum = 0;
+        for (int64_t i = 0; i < k; ++i) sum += input[i] * w[col * k + i];
+        expected[row * n + col] = sum + (spec.residual ? residual[row * n + col] : 0.0);
+      }
+    }
+
+    codegen::KernelSource source = codegen::matmulKernel(spec);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "matmul test kernel");
+    if (spec.variant == MatMulVariant::Coop && !hasCooperativeMatrix())
+      GTEST_SKIP() << ctx_->info().name
+                   << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
+                   << "validated only)";
+
+    std::vector<vk::Buffer> buffers = linearBuffers(x, packWeights(w, spec.weight), spec.norm ? &g : nullptr,
+                                                    spec.residual ? &residual : nullptr, t * n);
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel");
+    std::vector<float> result = download(buffers[buffers.size() - 2], t * n);
+
+    // f32 accumulation in another order: the error grows with K. With f16 inputs the reference rounds them
+    // too, but an input within rounding error of a tie may round the other way (one f16 step, 1/1024).
+    double tolerance = 1e-5 * double(k) + 1e-4 + (halfInputs ? 4e-3 * std::sqrt(double(k)) : 0.0);
+    for (uint32_t row = 0; row < t; ++row)
+      for (int64_t col = 0; col < n; ++col)
+        ASSERT_NEAR(result[row * n + col], expected[row * n + col], tolerance)
+            << "T=" << t << " N=" << n << " K=" << k << ": token " << row << ", output " << col;
+  }
+};
+
+const Shape kTiledShapes[] = {
+    {1, 64, 64},    {3, 72, 176},  {7, 100, 72}, {6, 512, 64},  {64, 64, 64},
+    {65, 130, 160}, {130, 33, 96}, {5, 33, 37},  {70, 129, 99}, {200, 96, 256},
+};
+
+TEST_F(MatMulKernelTest, TiledMatchesTheReferenceForEveryWeightType) {
+  // The weight type only changes the staging loads: the vector path (K a multiple of 8) and the scalar one.
+  const Shape shapes[] = {{1, 64, 64}, {3, 72, 176}, {65, 130, 160}, {5, 33, 37}, {70, 129, 99}};
+  for (plan::DType dtype : {plan::DType::F32, plan::DType::F16, plan::DType::BF16})
+    for (const Shape &shape : shapes) {
+      MatMulSpec spec;
+      spec.weight = dtype;
+      check(spec, shape);
+    }
+}
+
+TEST_F(MatMulKernelTest, TiledNormPrologueAndResidualEpilogue) {
+  for (const Shape &shape : kTiledShapes)
+    for (int variant = 1; variant < 4; ++variant) {
+      MatMulSpec spec;
+      spec.weight = plan::DType::F16;
+      spec.norm = variant & 1;
+      spec.residual = variant & 2;
+      spec.eps = 1e-5;
+      check(spec, shape);
+    }
+}
+
+TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
+  const Shape shapes[] = {{1, 64, 64},    {7, 100, 72},    {64, 64, 64},
+                          {65, 130, 160}, {130, 200, 256}, {512, 192, 512}};
+  // The profile's tiling and larger ones to tune with (gerbilc --target nvidia:TxNxK:WTxWN).
+  const char *targets[] = {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x64x32:2x2", "nvidia:64x128x16:1x4"};
+  if (!hasCooperativeMatrix()) {
+    // Every tiling and variant still compiles to valid SPIR-V and fits the 48 KiB of shared memory of the
+    // devices that have the extension.
+    for (const char *target : targets)
+      for (int variant = 0; variant < 8; ++variant) {
+        MatMulSpec spec;
+        spec.variant = MatMulVariant::Coop;
+        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+        spec.k = 4096;
+        spec.n = 1000;
+        spec.weight = variant & 4 ? plan::DType::BF16 : plan::DType::F16;
+        spec.norm = variant & 1;
+        spec.residual = variant & 2;
+        spec.eps = 1e-5;
+        codegen::KernelSource source = codegen::matmulKernel(spec);
+        EXPECT_LE(source.sharedMemoryBytes, 48u * 1024) << target;
+        compiler_.compile(codegen::writeKernel(source), target);
+      }
+    GTEST_SKIP() << ctx_->info().name
+                 << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
+                 << "validated only)";
+  }
+  // Every shape with the norm and the residual in f16; every variant and weight type on two shapes (each
+  // kernel is compiled by the driver: the whole cross product took over a minute on the H200).
+  for (const char *target : targets)
+    for (size_t s = 0; s < std::size(shapes); ++s)
+      for (int variant = 0; variant < 4; ++variant)
+        for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16}) {
+          const Shape &shape = shapes[s];
+          if (s != 1 && s != 4 && (variant != 3 || dtype != plan::DType::F16)) continue;
+          MatMulSpec spec;
+          spec.variant = MatMulVariant::Coop;
+          spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+          spec.weight = dtype;
+          spec.norm = variant & 1;
+          spec.residual = variant & 2;
+          spec.eps = 1e-5;
+          check(spec, shape);
+          if (IsSkipped()) return;
+          ASSERT_FALSE(HasFatalFailure()) << target;
+        }
+}
+
+// The grouped projections of prefill on cooperative matrices: gate/up with the activation of the gate times
+// the up projection, and q/k/v into three results, each with and without biases, the norm prologue and bf16
+// weights, over part sizes that end inside a tile. Compiled and validated everywhere, run where the device
+// has VK_NV_cooperative_matrix.
+class GroupedMatMulKernelTest : public MatMulKernelTest {
+protected:
+  void checkGrouped(MatMulSpec spec, uint32_t t) {
+    const bool gateUp = spec.mode == MatMulMode::GateUp;
+    const int64_t k = spec.k;
+    const std::vector<int64_t> rows =
+        gateUp ? std::vector<int64_t>{spec.n, spec.n} : std::vector<int64_t>{spec.n, spec.nK, spec.nV};
+    const std::vector<bool> biased = gateUp ? std::vector<bool>{spec.biasA, spec.biasB}
+                                            : std::vector<bool>{spec.biasA, spec.biasB, spec.biasC};
+    std::mt19937 rng(static_cast<uint32_t>(t * 31 + spec.n * 7 + k + spec.nK));
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    std::vector<float> x(t * k), g(k);
+    for (float &v : x) v = uniform(rng);
+    for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
+    std::vector<std::vector<float>> w(rows.size()), bias(rows.size());
+    for (size_t p = 0; p < rows.size(); ++p) {
+      w[p].resize(rows[p] * k);
+      for (float &v : w[p]) v = weightValue(rng);
+      bias[p].resize(rows[p]);
+      for (float &v : bias[p]) v = uniform(rng);
+    }
+    // Inputs rounded to f16 after the prologue, as the kernel rounds them.
+    std::vector<double> input(t * k);
+    for (uint32_t row = 0; row < t; ++row) {
+      double scale = spec.norm ? inverseRms(&x[row * k], k, spec.eps) : 1.0;
+      for (int64_t i = 0; i < k; ++i)
+        input[row * k + i] = double(
+            static_cast<_Float16>(static_cast<float>(x[row * k + i] * (spec.norm ? scale * g[i] : 1.0))));
+    }
+    auto product = [&](size_t p, uint32_t row, int64_t col) {
+      double sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += input[row * k + i] * w[p][col * k + i];
+      return sum + (biased[p] ? bias[p][col] : 0.0);
+    };
+
+    codegen::KernelSource source = codegen::matmulKernel(spec);
+    std::vector<uint32_t> spirv =
+        compiler_.compile(codegen::writeKernel(source), "grouped matmul test kernel");
+    if (!hasCooperativeMatrix())
+      GTEST_SKIP() << ctx_->info().name << " has no VK_NV_cooperative_matrix (compiled and validated only)";
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(x, "x"));
+    for (size_t p = 0; p < rows.size(); ++p) {
+      std::vector<uint8_t> packed = packWeights(w[p], spec.weight);
+      buffers.push_back(upload(packed.data(), packed.size(), "w"));
+    }
+    if (spec.norm) buffers.push_back(upload(g, "g"));
+    for (size_t p = 0; p < rows.size(); ++p)
+      if (biased[p]) buffers.push_back(upload(bias[p], "bias"));
+    const size_t firstResult = buffers.size();
+    for (int64_t n : gateUp ? std::vector<int64_t>{spec.n} : rows) buffers.push_back(output(t * n, "result"));
+    buffers.push_back(state(0));
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "grouped matmul test kernel");
+    double tolerance = 1e-5 * double(k) + 1e-4 + 4e-3 * std::sqrt(double(k));
+    for (size_t r = 0; r < (gateUp ? 1u : rows.size()); ++r) {
+      const int64_t n = rows[r];
+      std::vector<float> result = download(buffers[firstResult + r], t * n);
+      for (uint32_t row = 0; row < t; ++row)
+        for (int64_t col = 0; col < n; ++col) {
+          double expected = 0;
+          if (gateUp) {
+            double gate = product(0, row, col), up = product(1, row, col);
+            expected = gate / (1.0 + std::exp(-gate)) * up;
+          } else {
+            expected = product(r, row, col);
+          }
+          double scale = gateUp ? 1.0 + std::abs(expected) * 0.01 : 1.0;
+          ASSERT_NEAR(result[row * n + col], expected, tolerance * scale)
+              << "T=" << t << " part " << r << " N=" << n << " K=" << k << ": token " << row << ", output "
+              << col;
+        }
+    }
+  }
+};
+
+TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
+  for (const char *target : {"nvidia", "nvidia:128x128x32:2x4"})
+    for (int variant = 0; variant < 4; ++variant) {
+      MatMulSpec spec;
+      spec.variant = codegen::MatMulVariant::Coop;
+      spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+      spec.weight = variant & 2 ? plan::DType::BF16 : plan::DType::F16;
+      spec.norm = variant & 1;
+      spec.eps = 1e-5;
+      spec.k = 200;
+      spec.mode = MatMulMode::GateUp;
+      spec.n = 150;
+      spec.biasA = spec.biasB = variant == 3;
+      checkGrouped(spec, 70);
+      if (HasFatalFailure()) return;
+      spec.mode = MatMulMode::QKV;
+      spec.n = 192, spec.nK = 40, spec.nV = 64;
+      spec.biasA = spec.biasB = spec.biasC = variant & 1;
+      checkGrouped(spec, 37);
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST(MatMulKernelSpec, RefusesShapesItCannotTake) {
+  MatMulSpec spec;
+  spec.variant = MatMulVariant::Coop;
+  spec.coopTiling = mlir::gerbil::findTargetProfile("nvidia")->coopTiling;
+  spec.k = 100;
+  spec.n = 64;
+  spec.weight = plan::DType::F16;
+  EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
+  spec.k = 64;
+  spec.weight = plan::DType::F32;
+  EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
+}
+
+} // namespace
