@@ -783,6 +783,21 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     cooperativeMatrixNV.pNext = enabled.pNext;
     enabled.pNext = &cooperativeMatrixNV;
   }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executableInfo{};
+  executableInfo.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+  if (options.pipelineStatistics &&
+      info_.hasExtension(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+    VkPhysicalDeviceFeatures2 query{};
+    query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    query.pNext = &executableInfo;
+    vkGetPhysicalDeviceFeatures2(s.physical, &query);
+    if (executableInfo.pipelineExecutableInfo) {
+      extensionNames.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      executableInfo.pNext = enabled.pNext;
+      enabled.pNext = &executableInfo;
+      pipelineStatistics_ = true;
+    }
+  }
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo queueInfo{};
@@ -1101,6 +1116,7 @@ Pipeline Context::createPipeline(const std::vector<uint32_t> &spirv, uint32_t nu
   pipelineInfo.stage.module = module;
   pipelineInfo.stage.pName = "main";
   pipelineInfo.layout = pipeline.layout;
+  if (pipelineStatistics_) pipelineInfo.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkResult result =
       vkCreateComputePipelines(s.device, VK_NULL_HANDLE, 1, &pipelineInfo, nullptr, &pipeline.pipeline);
   vkDestroyShaderModule(s.device, module, nullptr); // the pipeline no longer needs it

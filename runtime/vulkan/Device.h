@@ -34,7 +34,7 @@ public:
 struct DeviceInfo {
   uint32_t index = 0;
   std::string name;
-  std::string type;  // discrete, integrated, virtual, cpu, other
+  std::string type; // discrete, integrated, virtual, cpu, other
   std::string driver;
   uint32_t apiVersion = 0;
   uint64_t deviceLocalBytes = 0;
@@ -72,6 +72,9 @@ struct ContextOptions {
   // GPU), and the size of one staging copy, so that a small test crosses chunk boundaries.
   bool forceStaging = false;
   uint64_t stagingChunkBytes = 64ull << 20;
+  // Pipelines keep the driver's statistics of their compiled code (registers, spills, ...) where the device
+  // has VK_KHR_pipeline_executable_properties: see PipelineStatistics.h.
+  bool pipelineStatistics = false;
 };
 
 class Context;
@@ -114,12 +117,12 @@ struct Pipeline {
 struct BufferRange {
   VkBuffer buffer = VK_NULL_HANDLE;
   uint64_t offset = 0;
-  uint64_t size = 0;  // VK_WHOLE_SIZE allowed
+  uint64_t size = 0; // VK_WHOLE_SIZE allowed
 };
 
 class Context {
 public:
-  static std::vector<DeviceInfo> listDevices();  // throws NoDeviceError when there is no driver at all
+  static std::vector<DeviceInfo> listDevices(); // throws NoDeviceError when there is no driver at all
   explicit Context(const ContextOptions &options);
   ~Context();
   Context(const Context &) = delete;
@@ -128,6 +131,9 @@ public:
   // For a Context, shaderFloat16 and storageBuffer16BitAccess say what was enabled, not only supported.
   const DeviceInfo &info() const { return info_; }
   VkDevice device() const { return device_; }
+  // Whether pipelines are created with their statistics (ContextOptions::pipelineStatistics, where the
+  // device has them).
+  bool capturesPipelineStatistics() const { return pipelineStatistics_; }
 
   // hostVisible: memory the host maps (small per-step inputs written without a staging copy); device-local
   // host-visible memory is preferred where the device has it.
@@ -138,8 +144,8 @@ public:
   void fill(Buffer &dst, uint32_t value);
 
   // pushConstantBytes must match the shader's push constant block.
-  Pipeline createPipeline(const std::vector<uint32_t> &spirv, uint32_t numBindings, uint32_t pushConstantBytes,
-                          const std::string &name);
+  Pipeline createPipeline(const std::vector<uint32_t> &spirv, uint32_t numBindings,
+                          uint32_t pushConstantBytes, const std::string &name);
   // A descriptor set for one dispatch: ranges[i] is bound to binding i.
   VkDescriptorSet createDescriptorSet(const Pipeline &pipeline, const std::vector<BufferRange> &ranges);
   // Frees every descriptor set created so far, for reuse of their pools; none of them may be in use.
@@ -162,7 +168,7 @@ public:
   // Timestamps: a query pool of `count` slots, reset it in a command buffer, write, read after submit.
   void resetTimestamps(VkCommandBuffer cmd, uint32_t count);
   void writeTimestamp(VkCommandBuffer cmd, uint32_t slot);
-  std::vector<uint64_t> readTimestamps(uint32_t count);  // nanoseconds
+  std::vector<uint64_t> readTimestamps(uint32_t count); // nanoseconds
 
   // Validation layer (ContextOptions::validation or GERBIL_VK_VALIDATION=1): whether it is on, and how many
   // errors it reported for this context, or in the whole process (including those reported while a context
@@ -177,6 +183,7 @@ private:
   std::unique_ptr<Impl> impl_;
   DeviceInfo info_;
   VkDevice device_ = VK_NULL_HANDLE;
+  bool pipelineStatistics_ = false;
 };
 
 // Throws VulkanError("vulkan validation reported N errors") when the validation layer was on for `ctx` and

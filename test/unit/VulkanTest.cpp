@@ -1,6 +1,7 @@
 // Tests of the Vulkan compute layer. They run on whatever driver the loader finds (lavapipe in CI, via
 // VK_DRIVER_FILES set by ctest) and skip, not fail, when there is no Vulkan driver at all.
 #include "runtime/vulkan/Device.h"
+#include "runtime/vulkan/PipelineStatistics.h"
 
 #include "double_plus_start.spv.h"
 
@@ -485,3 +486,34 @@ TEST(VulkanValidationDeathTest, AnInvalidCallIsCountedAndThrown) {
   };
   EXPECT_EXIT(invalidCall(), testing::ExitedWithCode(4), "vulkan validation reported 1 error");
 }
+
+namespace {
+
+// Pipeline statistics: asked for, a device with VK_KHR_pipeline_executable_properties names some for a
+// pipeline (lavapipe does); not asked for, none.
+TEST(VulkanPipelines, StatisticsWhereAskedAndTheDeviceHasThem) {
+  ContextOptions options;
+  options.pipelineStatistics = true;
+  CONTEXT_OR_SKIP(ctx, options);
+  Pipeline pipeline =
+      ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  std::vector<PipelineStatistic> statistics = pipelineStatistics(*ctx, pipeline);
+  if (!ctx->info().hasExtension("VK_KHR_pipeline_executable_properties")) {
+    EXPECT_TRUE(statistics.empty());
+    GTEST_SKIP() << ctx->info().name << " has no VK_KHR_pipeline_executable_properties";
+  }
+  ASSERT_TRUE(ctx->capturesPipelineStatistics());
+  ASSERT_FALSE(statistics.empty());
+  for (const PipelineStatistic &s : statistics) {
+    EXPECT_FALSE(s.name.empty());
+    EXPECT_NE(s.value, "?") << s.name;
+  }
+
+  CONTEXT_OR_SKIP(plain, ContextOptions{});
+  EXPECT_FALSE(plain->capturesPipelineStatistics());
+  Pipeline other =
+      plain->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  EXPECT_TRUE(pipelineStatistics(*plain, other).empty());
+}
+
+} // namespace

@@ -13,6 +13,7 @@
 #include "compiler/codegen/ShaderCompiler.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
+#include "runtime/vulkan/PipelineStatistics.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,7 @@ struct Options {
   int device = -1;
   std::vector<std::string> defines;
   plan::DType dtype = plan::DType::F16;
+  bool statistics = false;
 };
 
 // Random f32 values, or 16-bit ones for f16 / bf16 buffers (finite, in [-1, 1]).
@@ -69,6 +71,7 @@ public:
     vk::ContextOptions context;
     context.deviceIndex = options.device;
     context.extensions = {"VK_NV_cooperative_matrix"};
+    context.pipelineStatistics = options.statistics;
     ctx_ = std::make_unique<vk::Context>(context);
   }
 
@@ -108,6 +111,7 @@ public:
 
     vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(data.size() + 1),
                                                  plan::kPushConstantBytes, "benchmarked kernel");
+    statistics_ = vk::pipelineStatistics(*ctx_, pipeline);
     std::vector<VkDescriptorSet> sets;
     for (size_t c = 0; c < copies; ++c) {
       std::vector<vk::BufferRange> ranges;
@@ -145,12 +149,19 @@ public:
   }
 
   void setPosition(uint32_t position) { statePosition_ = position; }
+  // The driver's statistics of the last kernel timed (--statistics), as {"executable: name": value}.
+  nlohmann::json statistics() const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const vk::PipelineStatistic &s : statistics_) out[s.executable + ": " + s.name] = s.value;
+    return out;
+  }
 
 private:
   Options options_;
   std::unique_ptr<vk::Context> ctx_;
   codegen::ShaderCompiler compiler_;
   uint32_t statePosition_ = 0;
+  std::vector<vk::PipelineStatistic> statistics_;
 };
 
 } // namespace
@@ -165,6 +176,9 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(1, 10000));
   app.add_option("--device", options.device, "Vulkan device index");
   app.add_option("--define", options.defines, "NAME=VALUE added to the kernel's #defines (repeatable)");
+  app.add_flag("--statistics", options.statistics,
+               "Add the driver's statistics of the compiled kernel (registers, spills...) where it has "
+               "VK_KHR_pipeline_executable_properties");
   app.add_option("--dtype", dtype, "Weight type")->check(CLI::IsMember({"f32", "f16", "bf16"}));
 
   int64_t tokens = 512, n = 4096, k = 4096;
@@ -280,6 +294,7 @@ int main(int argc, char **argv) {
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     }
+    if (options.statistics) out["statistics"] = bench.statistics();
     std::cout << out.dump() << std::endl;
     return 0;
   } catch (const std::exception &e) {
