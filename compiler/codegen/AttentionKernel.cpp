@@ -85,7 +85,8 @@ std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens
 
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps) {
   namespace gd = mlir::gerbil;
-  gd::DecodeAttentionShape shape = gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim);
+  gd::DecodeAttentionShape shape =
+      gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim, spec.sequence);
   DecodeAttentionKernel d;
   KernelSource &k = d.source;
   auto define = [&](const std::string &name, const std::string &value) {

@@ -45,6 +45,10 @@ struct KernelInstance {
   std::vector<BindingSource> origins; // parallel to source.bindings
   FlatSymbolRefAttr cache;
   uint64_t scratchCounterBytes = 0, scratchPartialBytes = 0; // ScratchCounters / ScratchPartials
+  // A grid of the kernel's own, tighter than the dispatch's (decode attention: no more splits than the
+  // cache's length needs; dispatch formation does not know it). Workgroups the dispatch's grid has beyond
+  // it would return at once.
+  std::optional<std::array<uint32_t, 3>> grid;
 };
 
 // Scratch: the counters at its start, the partial results from this offset.
@@ -672,6 +676,7 @@ private:
     k.cache = a.getCacheAttr();
     k.scratchCounterBytes = kernel.scratchCounterBytes;
     k.scratchPartialBytes = kernel.scratchPartialBytes;
+    k.grid = kernel.grid;
     if (k.scratchCounterBytes > kScratchPartialsOffset)
       throw CodegenError("attention has " + std::to_string(kernel.grid[0]) +
                          " workgroup columns, more than the scratch holds");
@@ -694,6 +699,11 @@ private:
     std::optional<gd::KernelChoice> own =
         holdsOneOp(dispatch) ? std::nullopt : gd::chooseKernel(op, *profile_);
     AffineMap grid = own ? own->grid : decode ? *dispatch.getDecodeGrid() : dispatch.getGrid();
+    if (k.grid) {
+      SmallVector<AffineExpr, 3> dims;
+      for (uint32_t count : *k.grid) dims.push_back(getAffineConstantExpr(count, dispatch.getContext()));
+      grid = AffineMap::get(0, 1, dims, dispatch.getContext());
+    }
     std::string family = own ? own->kernel : dispatch.getKernel().str();
     // A decode variant is not a tensor-core kernel: name it by its family (linear, attention).
     if (decode) family = withoutCoopSuffix(family);

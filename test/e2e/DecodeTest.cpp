@@ -5,8 +5,8 @@
 // i. Contexts reach well past the short greedy runs of the reference fixtures, so that attention spreads
 // over several splits, and the synthetic shapes take the gemv through several input tiles and unaligned
 // rows.
-#include "test/e2e/ToolRun.h"
 #include "runtime/weights/Safetensors.h"
+#include "test/e2e/ToolRun.h"
 
 #include <gtest/gtest.h>
 
@@ -161,7 +161,10 @@ INSTANTIATE_TEST_SUITE_P(
         // Rows of 84 and 90 weights (not 16-byte multiples), head_dim 14, 6 query heads on one kv head.
         Case{"odd_qwen2_f16", "fixtures/decode/odd-qwen2.json", "f16", "", true, 12, 100},
         Case{"odd_qwen2_no_subgroup_ops", "fixtures/decode/odd-qwen2.json", "f32", "--no-subgroup-ops", true,
-             12, 60}),
+             12, 60},
+        // 320 positions: decode attention splits over three workgroups (4 warps here: 128 positions each) and
+        // combines them through the scratch.
+        Case{"odd_qwen2_three_splits", "fixtures/decode/odd-qwen2.json", "f32", "", true, 200, 120}),
     [](const auto &info) { return info.param.name; });
 
 } // namespace

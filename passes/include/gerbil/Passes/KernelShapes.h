@@ -91,7 +91,8 @@ inline constexpr bool fitsCoopAttention(int64_t headDim) {
 // cached positions (at least minChunk = warps × 32 each), whose blocks of 32 keys its warps take in turn.
 // The warps' results are combined in shared memory, so that a context of up to minChunk positions needs no
 // hand-over between workgroups; longer ones spread over enough splits that kvHeads * headGroups * splits is
-// ~512 workgroups at long contexts. As many warps (8, 4, 2, 1) as fit kDecodeAttentionSharedBudget.
+// ~512 workgroups at long contexts, and no more than `positions` (the KV cache's; 0: unknown, as in dispatch
+// formation, which has no cache length) need. As many warps (8, 4, 2, 1) as fit kDecodeAttentionSharedBudget.
 inline constexpr int64_t kDecodeAttentionLanes = 32;
 inline constexpr int64_t kDecodeAttentionSharedBudget = 30 * 1024; // under lavapipe's 32 KiB
 struct DecodeAttentionShape {
@@ -113,7 +114,8 @@ inline constexpr int64_t decodeAttentionSharedBytes(int64_t headDim, int64_t que
          2 * warps * queryHeads * 4 + splits * queryHeads * 4 + queryHeads * 4 + 4 +
          std::max<int64_t>(queryHeads * (workgroup / 4), workgroup) * 4;
 }
-inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim) {
+inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim,
+                                                 int64_t positions = 0) {
   DecodeAttentionShape shape{};
   int64_t group = heads / kvHeads;
   shape.queryHeads = 1;
@@ -130,6 +132,7 @@ inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads,
     shape.warps /= 2;
   shape.workgroup = shape.warps * kDecodeAttentionLanes;
   shape.minChunk = shape.warps * kDecodeAttentionLanes;
+  if (positions > 0) shape.splits = std::min(shape.splits, (positions + shape.minChunk - 1) / shape.minChunk);
   return shape;
 }
 
