@@ -305,7 +305,7 @@ private:
         .Case<gd::EmbeddingOp>([&](gd::EmbeddingOp e) {
           define("VOCAB", uintValue(e.getTable().getType().getDimSize(0)));
           define("HIDDEN", uintValue(rowWidth(e.getResult())));
-          define("LOADS", uintValue(gd::kEmbeddingLoads));
+          define("LOADS", uintValue(gd::kRowLoads));
           bind("ids", Access::TokenIds, operand(0));
           bind("table", Access::Read, operand(1));
           bind("result", Access::Write, result);
@@ -398,12 +398,14 @@ private:
           for (double f : r.getInvFreq())
             values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
           define("INV_FREQ_VALUES", values);
+          define("LOADS", uintValue(gd::kRowLoads));
           bind("x", Access::Read, operand(0));
           bind("result", Access::Write, result);
         })
         .Case<gd::KVAppendOp>([&](gd::KVAppendOp a) {
           auto cache = module_.lookupSymbol<gd::KVCacheOp>(a.getCacheAttr());
           define("KV_HEADS", uintValue(cache.getNumKvHeads()));
+          define("LOADS", uintValue(gd::kRowLoads));
           define("HEAD_DIM", uintValue(cache.getHeadDim()));
           define("SEQ", uintValue(options_.maxSequence));
           bind("k", Access::Read, operand(0));

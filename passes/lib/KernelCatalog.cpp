@@ -136,8 +136,8 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
 
   return llvm::TypeSwitch<Operation *, std::optional<KernelChoice>>(op)
       .Case<EmbeddingOp>([&](EmbeddingOp e) {
-        return choice(ctx, "embedding", kEmbeddingWorkgroup, tokens,
-                      constant(ceilDiv(rowWidth(e.getResult()), kEmbeddingWorkgroup * kEmbeddingLoads)));
+        return choice(ctx, "embedding", kRowWorkgroup, tokens,
+                      constant(ceilDiv(rowWidth(e.getResult()), kRowWorkgroup * kRowLoads)));
       })
       .Case<PositionEmbeddingOp>(
           [&](auto) { return choice(ctx, "position_embedding", 64, tokens, constant(1)); })
@@ -166,8 +166,15 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         return choice(ctx, e->getName().stripDialect(), kElementwiseGroup,
                       constant(ceilDiv(n, kElementwiseGroup)), tokens);
       })
-      .Case<RoPEOp>([&](auto) { return choice(ctx, "rope", 64, tokens, constant(1)); })
-      .Case<KVAppendOp>([&](auto) { return choice(ctx, "kv_append", 64, tokens, constant(1)); })
+      .Case<RoPEOp>([&](RoPEOp r) {
+        return choice(ctx, "rope", kRowWorkgroup, tokens,
+                      constant(ceilDiv(static_cast<int64_t>(r.getNumHeads() * r.getHeadDim()),
+                                       kRowWorkgroup * kRowLoads)));
+      })
+      .Case<KVAppendOp>([&](KVAppendOp a) {
+        return choice(ctx, "kv_append", kRowWorkgroup, tokens,
+                      constant(ceilDiv(rowWidth(a.getKeys()), kRowWorkgroup * kRowLoads)));
+      })
       .Case<ArgmaxOp>([&](ArgmaxOp a) {
         return choice(ctx, "argmax", kArgmaxWorkgroup, constant(argmaxGroups(rowWidth(a.getLogits()))),
                       constant(1));

@@ -1,11 +1,22 @@
 // Writes the keys and values of token t into the cache at position start_position + t. The cache of one
-// layer is [kv head][position][head dim] (LHSd, SEQ positions). Grid (T, 1, 1).
+// layer is [kv head][position][head dim] (LHSd, SEQ positions). Grid (T, ceil(KV_HEADS · HEAD_DIM /
+// (WORKGROUP · LOADS)), 1): each invocation copies LOADS elements of both, their loads issued together.
+const uint ROW = KV_HEADS * HEAD_DIM;
+
 void main() {
-  uint t = gl_WorkGroupID.x;
+  uint t = gl_WorkGroupID.x, first = gl_WorkGroupID.y * WORKGROUP * LOADS + gl_LocalInvocationID.x;
   uint position = state_.position + t;
-  for (uint i = gl_LocalInvocationID.x; i < KV_HEADS * HEAD_DIM; i += WORKGROUP) {
+  float keys[LOADS], values[LOADS];
+  [[unroll]] for (uint u = 0; u < LOADS; ++u) {
+    uint i = min(first + u * WORKGROUP, ROW - 1u);
+    keys[u] = load_k(t * ROW + i);
+    values[u] = load_v(t * ROW + i);
+  }
+  [[unroll]] for (uint u = 0; u < LOADS; ++u) {
+    uint i = first + u * WORKGROUP;
+    if (i >= ROW) continue;
     uint slot = ((i / HEAD_DIM) * SEQ + position) * HEAD_DIM + i % HEAD_DIM;
-    store_k_cache(slot, load_k(t * KV_HEADS * HEAD_DIM + i));
-    store_v_cache(slot, load_v(t * KV_HEADS * HEAD_DIM + i));
+    store_k_cache(slot, keys[u]);
+    store_v_cache(slot, values[u]);
   }
 }

@@ -1,22 +1,29 @@
 // Rotary embedding, rotate-half form, of HEADS heads of HEAD_DIM; the first ROTARY_DIM dims rotate.
-// Grid (T, 1, 1). The angle is position · inv_freq (common.glsl's rotaryCosSin).
+// Grid (T, ceil(HEADS · HEAD_DIM / (WORKGROUP · LOADS)), 1): each invocation rotates LOADS elements of token
+// t, their loads (the element and its partner ± ROTARY_DIM / 2) issued together. The angle is position ·
+// inv_freq (common.glsl's rotaryCosSin).
 const float INV_FREQ[ROTARY_DIM / 2] = float[](INV_FREQ_VALUES);
+const uint ROW = HEADS * HEAD_DIM;
+const uint HALF = ROTARY_DIM / 2u;
 
 void main() {
-  uint t = gl_WorkGroupID.x;
+  uint t = gl_WorkGroupID.x, first = gl_WorkGroupID.y * WORKGROUP * LOADS + gl_LocalInvocationID.x;
   float position = float(state_.position + t);
-  for (uint i = gl_LocalInvocationID.x; i < HEADS * HEAD_DIM; i += WORKGROUP) {
-    uint base = t * HEADS * HEAD_DIM + (i / HEAD_DIM) * HEAD_DIM;
-    uint d = i % HEAD_DIM;
-    if (d >= ROTARY_DIM) {
-      store_result(base + d, load_x(base + d));
-      continue;
+  float values[LOADS], partners[LOADS];
+  [[unroll]] for (uint u = 0; u < LOADS; ++u) {
+    uint i = min(first + u * WORKGROUP, ROW - 1u), d = i % HEAD_DIM, base = t * ROW + i - d;
+    uint partner = d >= ROTARY_DIM ? d : d < HALF ? d + HALF : d - HALF;
+    values[u] = load_x(base + d);
+    partners[u] = load_x(base + partner);
+  }
+  [[unroll]] for (uint u = 0; u < LOADS; ++u) {
+    uint i = first + u * WORKGROUP, d = i % HEAD_DIM;
+    if (i >= ROW) continue;
+    float v = values[u];
+    if (d < ROTARY_DIM) {
+      vec2 cs = rotaryCosSin(position, INV_FREQ[d % HALF]) * ATTENTION_SCALING;
+      v = v * cs.x + (d < HALF ? -partners[u] : partners[u]) * cs.y;
     }
-    const uint half_ = ROTARY_DIM / 2;
-    vec2 cs = rotaryCosSin(position, INV_FREQ[d % half_]) * ATTENTION_SCALING;
-    float c = cs.x, s = cs.y;
-    float v = load_x(base + d);
-    float rotated = d < half_ ? -load_x(base + d + half_) : load_x(base + d - half_);
-    store_result(base + d, v * c + rotated * s);
+    store_result(t * ROW + i, v);
   }
 }

@@ -26,9 +26,12 @@ inline constexpr int64_t argmaxGroups(int64_t vocab) {
                            (vocab + kArgmaxWorkgroup * kArgmaxLoads - 1) / (kArgmaxWorkgroup * kArgmaxLoads));
 }
 
-// The embedding gather (embedding.glsl): kEmbeddingLoads elements per invocation, loads issued together.
-inline constexpr int64_t kEmbeddingWorkgroup = 64;
-inline constexpr int64_t kEmbeddingLoads = 4;
+// Kernels that copy or rotate rows of a token (embedding.glsl, rope.glsl, kv_append.glsl): grid (T,
+// ceil(row / (kRowWorkgroup · kRowLoads))), kRowLoads elements per invocation with their loads issued
+// together (one workgroup looping over a row one element at a time was a chain of dependent loads: 12–31 µs a
+// launch on an H200).
+inline constexpr int64_t kRowWorkgroup = 64;
+inline constexpr int64_t kRowLoads = 4;
 
 // Prefill attention (attention_prefill.glsl): kAttentionQueryTile queries of one head per workgroup of
 // kAttentionWorkgroup invocations, keys in tiles of attentionKeyTile(head_dim) (the tiles of f32 keys,
