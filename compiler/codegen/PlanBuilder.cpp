@@ -313,6 +313,7 @@ private:
         .Case<gd::PositionEmbeddingOp>([&](gd::PositionEmbeddingOp e) {
           define("POSITIONS", uintValue(e.getTable().getType().getDimSize(0)));
           define("HIDDEN", uintValue(rowWidth(e.getResult())));
+          define("LOADS", uintValue(gd::kRowLoads));
           bind("table", Access::Read, operand(1));
           bind("result", Access::Write, result);
         })

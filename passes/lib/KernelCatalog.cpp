@@ -139,8 +139,10 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         return choice(ctx, "embedding", kRowWorkgroup, tokens,
                       constant(ceilDiv(rowWidth(e.getResult()), kRowWorkgroup * kRowLoads)));
       })
-      .Case<PositionEmbeddingOp>(
-          [&](auto) { return choice(ctx, "position_embedding", 64, tokens, constant(1)); })
+      .Case<PositionEmbeddingOp>([&](PositionEmbeddingOp e) {
+        return choice(ctx, "position_embedding", kRowWorkgroup, tokens,
+                      constant(ceilDiv(rowWidth(e.getResult()), kRowWorkgroup * kRowLoads)));
+      })
       .Case<RMSNormOp>([&](RMSNormOp norm) {
         int64_t groups = rowWidth(norm.getInput()) / norm.getWeight().getType().getDimSize(0);
         return choice(ctx, "rms_norm", 64, constant(groups), tokens);

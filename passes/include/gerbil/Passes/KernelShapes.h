@@ -26,7 +26,7 @@ inline constexpr int64_t argmaxGroups(int64_t vocab) {
                            (vocab + kArgmaxWorkgroup * kArgmaxLoads - 1) / (kArgmaxWorkgroup * kArgmaxLoads));
 }
 
-// Kernels that copy or rotate rows of a token (embedding.glsl, rope.glsl, kv_append.glsl): grid (T,
+// Kernels that copy or rotate rows of a token (embedding, position_embedding, rope, kv_append): grid (T,
 // ceil(row / (kRowWorkgroup · kRowLoads))), kRowLoads elements per invocation with their loads issued
 // together (one workgroup looping over a row one element at a time was a chain of dependent loads: 12–31 µs a
 // launch on an H200).
