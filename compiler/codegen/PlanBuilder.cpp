@@ -54,6 +54,13 @@ struct KernelInstance {
 // Scratch: the counters at its start, the partial results from this offset.
 constexpr uint64_t kScratchPartialsOffset = 4096;
 
+// A kernel must have the workgroup size that dispatch formation gave its dispatch (`what`, named with its
+// location), whose grid counts workgroups of that size.
+void requireFormedWorkgroup(const KernelSource &kernel, ArrayRef<int64_t> formed, const std::string &what) {
+  if (kernel.workgroup != std::array<int64_t, 3>{formed[0], formed[1], formed[2]})
+    throw CodegenError(what + " was formed for another workgroup size than its kernel's");
+}
+
 // A kernel family without its tensor-core suffix ("linear_qkv_coop" -> "linear_qkv").
 std::string withoutCoopSuffix(llvm::StringRef family) {
   return family.ends_with(gd::kCoopSuffix) ? family.drop_back(strlen(gd::kCoopSuffix)).str() : family.str();
@@ -142,7 +149,7 @@ private:
   plan::Plan::LastRowLogits
   lastRowLogits(Value logits, const llvm::DenseMap<Operation *, std::pair<size_t, size_t>> &placed) {
     auto dispatch = logits.getDefiningOp<gd::DispatchOp>();
-    if (!dispatch || !holdsOneOp(dispatch) || !producesLogits(dispatch) || !dispatch.getDecodeGrid() ||
+    if (!dispatch || !holdsOneOp(dispatch) || !dispatch.getDecodeGrid() ||
         !isa<gd::MatMulOp, gd::LinearOp>(dispatch.getBody().front().front()))
       return {};
     auto at = placed.find(dispatch);
@@ -293,9 +300,7 @@ private:
     // The kernel of a gerbil.matmul / gerbil.linear, whose operands are input, weight, [norm], [residual]: it
     // must have been formed for this workgroup size.
     auto takeLinearKernel = [&](KernelSource source) {
-      if (source.workgroup != k.source.workgroup)
-        throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
-                           "' was formed for another workgroup size than its kernel's");
+      requireFormedWorkgroup(source, wg, "dispatch '" + locationName(dispatch.getLoc()) + "'");
       k.source = std::move(source);
       unsigned next = 0;
       for (const KernelBinding &b : k.source.bindings)
@@ -417,9 +422,7 @@ private:
         })
         .Case<gd::ArgmaxOp>([&](gd::ArgmaxOp a) {
           ArgmaxKernel kernel = argmaxKernel(rowWidth(a.getLogits()), options_.maxSequence);
-          if (kernel.source.workgroup != k.source.workgroup)
-            throw CodegenError("argmax '" + locationName(a.getLoc()) +
-                               "' was formed for another workgroup size than its kernel's");
+          requireFormedWorkgroup(kernel.source, wg, "argmax '" + locationName(a.getLoc()) + "'");
           k.source = kernel.source;
           k.origins = {operand(0),
                        result,
@@ -433,11 +436,8 @@ private:
           // Prefill: tiles of queries (attention_prefill.glsl); decode: split over the cached positions
           // (attention_decode.glsl).
           if (decode) return specifyDecodeAttention(k, a);
-          std::array<int64_t, 3> workgroup = k.source.workgroup;
           k.source = attentionKernel(attentionSpec(a), family == "attention_coop");
-          if (k.source.workgroup != workgroup)
-            throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
-                               "' was formed for another workgroup size than its kernel's");
+          requireFormedWorkgroup(k.source, wg, "dispatch '" + locationName(dispatch.getLoc()) + "'");
           k.origins = {operand(0), {BindingSource::CacheKeys, 0}, {BindingSource::CacheValues, 0}, result};
           k.cache = a.getCacheAttr();
         })
@@ -521,10 +521,7 @@ private:
     spec.coopTiling = gd::groupPrefillTiling(*profile_, !g.qkv, spec.n);
     KernelInstance k;
     k.source = matmulKernel(spec);
-    ArrayRef<int64_t> wg = dispatch.getWorkgroup();
-    if (k.source.workgroup != std::array<int64_t, 3>{wg[0], wg[1], wg[2]})
-      throw CodegenError("fusion group '" + label +
-                         "' was formed for another workgroup size than its kernel's");
+    requireFormedWorkgroup(k.source, dispatch.getWorkgroup(), "fusion group '" + label + "'");
     const std::vector<std::string> parts =
         g.qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
     for (const KernelBinding &b : k.source.bindings) {
@@ -649,9 +646,7 @@ private:
       define("GELU_TANH", gelu && gelu.getTanhApproximation() ? "1" : "0");
       bind("result", Access::Write, yield->getOperand(0));
     }
-    if (k.source.workgroup != std::array<int64_t, 3>{wg[0], wg[1], wg[2]})
-      throw CodegenError("fusion group '" + label +
-                         "' was formed for another workgroup size than its kernel's");
+    requireFormedWorkgroup(k.source, wg, "fusion group '" + label + "'");
     addGemvViews(k.source);
     return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
   }
@@ -669,9 +664,8 @@ private:
   // workgroup column and the partial softmax results of every split.
   void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
     DecodeAttentionKernel kernel = decodeAttentionKernel(attentionSpec(a), options_.subgroupOps);
-    if (kernel.source.workgroup != k.source.workgroup)
-      throw CodegenError("decode attention '" + locationName(a.getLoc()) +
-                         "' was formed for another workgroup size than its kernel's");
+    requireFormedWorkgroup(kernel.source, k.source.workgroup,
+                           "decode attention '" + locationName(a.getLoc()) + "'");
     k.source = kernel.source;
     k.origins = {{BindingSource::Operand, 0},         {BindingSource::CacheKeys, 0},
                  {BindingSource::CacheValues, 0},     {BindingSource::Result, 0},

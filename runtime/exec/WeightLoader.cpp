@@ -109,6 +109,15 @@ void parallelRanges(int64_t count, int64_t itemSize, const std::function<void(in
   if (failure) std::rethrow_exception(failure);
 }
 
+// deviceBytesInPlace, for a weight whose shape was checked.
+const uint8_t *bytesInPlace(const plan::Weight &w, const weights::TensorView &t) {
+  const int64_t cols = w.shape.size() > 1 ? w.shape[1] : 1, sourceCols = t.shape.size() > 1 ? t.shape[1] : 1;
+  if (w.transpose || !sameEncoding(t.dtype, w.deviceDType) || cols != sourceCols || w.shape.size() > 2)
+    return nullptr;
+  const int64_t rowOffset = w.sliceDim == 0 ? w.sliceStart : 0;
+  return t.data + size_t(rowOffset * sourceCols) * weights::byteSize(t.dtype);
+}
+
 } // namespace
 
 bool globMatch(const std::string &pattern, const std::string &text) {
@@ -157,7 +166,7 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
       // The bytes as they are: a copy of each row (of the whole tensor at once where nothing is cut).
       const size_t element = weights::byteSize(t.dtype), rowBytes = size_t(cols) * element;
       const uint8_t *source = t.data + size_t(rowOffset * sourceCols + colOffset) * element;
-      if (const uint8_t *whole = deviceBytesInPlace(w, t)) {
+      if (const uint8_t *whole = bytesInPlace(w, t)) {
         std::memcpy(out.data(), whole, out.size());
       } else {
         parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
@@ -192,11 +201,7 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
 
 const uint8_t *deviceBytesInPlace(const plan::Weight &w, const weights::TensorView &t) {
   checkShape(w, t);
-  const int64_t cols = w.shape.size() > 1 ? w.shape[1] : 1, sourceCols = t.shape.size() > 1 ? t.shape[1] : 1;
-  if (w.transpose || !sameEncoding(t.dtype, w.deviceDType) || cols != sourceCols || w.shape.size() > 2)
-    return nullptr;
-  const int64_t rowOffset = w.sliceDim == 0 ? w.sliceStart : 0;
-  return t.data + size_t(rowOffset * sourceCols) * weights::byteSize(t.dtype);
+  return bytesInPlace(w, t);
 }
 
 LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
