@@ -133,16 +133,16 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
   AffineExpr tokens = getAffineSymbolExpr(0, ctx);
   auto constant = [&](int64_t c) { return getAffineConstantExpr(c, ctx); };
   auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  // The row kernels (KernelShapes.h): each token's row of `rows` over workgroups of kRowLoads per invocation.
+  auto rowKernel = [&](StringRef kernel, Value rows) {
+    return choice(ctx, kernel, kRowWorkgroup, tokens,
+                  constant(ceilDiv(rowWidth(rows), kRowWorkgroup * kRowLoads)));
+  };
 
   return llvm::TypeSwitch<Operation *, std::optional<KernelChoice>>(op)
-      .Case<EmbeddingOp>([&](EmbeddingOp e) {
-        return choice(ctx, "embedding", kRowWorkgroup, tokens,
-                      constant(ceilDiv(rowWidth(e.getResult()), kRowWorkgroup * kRowLoads)));
-      })
-      .Case<PositionEmbeddingOp>([&](PositionEmbeddingOp e) {
-        return choice(ctx, "position_embedding", kRowWorkgroup, tokens,
-                      constant(ceilDiv(rowWidth(e.getResult()), kRowWorkgroup * kRowLoads)));
-      })
+      .Case<EmbeddingOp>([&](EmbeddingOp e) { return rowKernel("embedding", e.getResult()); })
+      .Case<PositionEmbeddingOp>(
+          [&](PositionEmbeddingOp e) { return rowKernel("position_embedding", e.getResult()); })
       .Case<RMSNormOp>([&](RMSNormOp norm) {
         int64_t groups = rowWidth(norm.getInput()) / norm.getWeight().getType().getDimSize(0);
         return choice(ctx, "rms_norm", 64, constant(groups), tokens);
@@ -168,15 +168,8 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         return choice(ctx, e->getName().stripDialect(), kElementwiseGroup,
                       constant(ceilDiv(n, kElementwiseGroup)), tokens);
       })
-      .Case<RoPEOp>([&](RoPEOp r) {
-        return choice(ctx, "rope", kRowWorkgroup, tokens,
-                      constant(ceilDiv(static_cast<int64_t>(r.getNumHeads() * r.getHeadDim()),
-                                       kRowWorkgroup * kRowLoads)));
-      })
-      .Case<KVAppendOp>([&](KVAppendOp a) {
-        return choice(ctx, "kv_append", kRowWorkgroup, tokens,
-                      constant(ceilDiv(rowWidth(a.getKeys()), kRowWorkgroup * kRowLoads)));
-      })
+      .Case<RoPEOp>([&](RoPEOp r) { return rowKernel("rope", r.getResult()); })
+      .Case<KVAppendOp>([&](KVAppendOp a) { return rowKernel("kv_append", a.getKeys()); })
       .Case<ArgmaxOp>([&](ArgmaxOp a) {
         return choice(ctx, "argmax", kArgmaxWorkgroup, constant(argmaxGroups(rowWidth(a.getLogits()))),
                       constant(1));
