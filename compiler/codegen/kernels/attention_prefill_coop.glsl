@@ -37,20 +37,32 @@ vec4 loadCache(uint kvHead, uint key, uint d4, bool values) {
 }
 
 // Keys [key0, key0 + KV_TILE) of kv head `kvHead` (and their values) into the shared tiles; keys past
-// `lastKey` are zeros (never unmasked).
+// `lastKey` are zeros (never unmasked). Every load of the tile is issued before the first store, so that a
+// tile costs one memory latency, not one per 16-byte word an invocation stages.
+const uint STAGE_WORDS = KV_TILE * HEAD_DIM / 8u;
+const uint STAGE_PER_INVOCATION = (STAGE_WORDS + WORKGROUP - 1u) / WORKGROUP;
+uvec4 packWord(vec4 a, vec4 b) {
+  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+}
 void stageKeys(uint kvHead, uint key0, uint lastKey, bool withValues) {
-  const uint WORDS = KV_TILE * HEAD_DIM / 8u;
-  for (uint w = gl_LocalInvocationIndex; w < WORDS; w += WORKGROUP) {
+  vec4 k[STAGE_PER_INVOCATION][2], v[STAGE_PER_INVOCATION][2];
+  [[unroll]] for (uint i = 0; i < STAGE_PER_INVOCATION; ++i) {
+    uint w = gl_LocalInvocationIndex + i * WORKGROUP;
     uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u), key = key0 + r;
-    bool live = key <= lastKey;
-    vec4 a = live ? loadCache(kvHead, key, 2u * c, false) : vec4(0.0);
-    vec4 b = live ? loadCache(kvHead, key, 2u * c + 1u, false) : vec4(0.0);
-    kTile_[r * ROW_WORDS + c] = uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+    bool live = w < STAGE_WORDS && key <= lastKey;
+    k[i][0] = live ? loadCache(kvHead, key, 2u * c, false) : vec4(0.0);
+    k[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, false) : vec4(0.0);
     if (withValues) {
-      a = live ? loadCache(kvHead, key, 2u * c, true) : vec4(0.0);
-      b = live ? loadCache(kvHead, key, 2u * c + 1u, true) : vec4(0.0);
-      vTile_[r * ROW_WORDS + c] = uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+      v[i][0] = live ? loadCache(kvHead, key, 2u * c, true) : vec4(0.0);
+      v[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, true) : vec4(0.0);
     }
+  }
+  [[unroll]] for (uint i = 0; i < STAGE_PER_INVOCATION; ++i) {
+    uint w = gl_LocalInvocationIndex + i * WORKGROUP;
+    if (w >= STAGE_WORDS) break;
+    uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u);
+    kTile_[r * ROW_WORDS + c] = packWord(k[i][0], k[i][1]);
+    if (withValues) vTile_[r * ROW_WORDS + c] = packWord(v[i][0], v[i][1]);
   }
 }
 
