@@ -29,10 +29,9 @@ KernelSource coopAttentionKernel(const AttentionSpec &spec) {
     k.defines.emplace_back(name, value);
   };
   defineAttention(k, spec);
-  const gd::CoopAttentionShape shape = gd::coopAttentionShape(spec.headDim);
-  define("KV_TILE", uintValue(shape.keyTile));
+  define("KV_TILE", uintValue(gd::kCoopAttentionKeyTile));
   k.templateFile = "attention_prefill_coop.glsl";
-  k.workgroup = {shape.workgroup(), 1, 1};
+  k.workgroup = {32 * gd::kCoopAttentionWarps, 1, 1};
   k.bindings = {{"q", Access::Read, plan::DType::F32, true},
                 {"k_cache", Access::Read, plan::DType::F32, true},
                 {"v_cache", Access::Read, plan::DType::F32, true},
@@ -79,7 +78,7 @@ KernelSource attentionKernel(const AttentionSpec &spec, bool coop) {
 
 std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens, bool coop) {
   namespace gd = mlir::gerbil;
-  const int64_t queryTile = coop ? gd::coopAttentionShape(spec.headDim).queries() : gd::kAttentionQueryTile;
+  const int64_t queryTile = coop ? 16 * gd::kCoopAttentionWarps : gd::kAttentionQueryTile;
   auto tiles = static_cast<uint32_t>((tokens + queryTile - 1) / queryTile);
   return {static_cast<uint32_t>(spec.heads), tiles, 1};
 }

@@ -177,11 +177,9 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
       .Case<AttentionOp>([&](AttentionOp attn) {
         KernelChoice c = choice(ctx, "attention", kAttentionWorkgroup, constant(attn.getNumHeads()),
                                 tokens.ceilDiv(kAttentionQueryTile));
-        if (profile.cooperativeMatrix && fitsCoopAttention(attn.getHeadDim()) && modelHasHalfWeights(attn)) {
-          CoopAttentionShape shape = coopAttentionShape(attn.getHeadDim());
-          c = choice(ctx, "attention_coop", shape.workgroup(), constant(attn.getNumHeads()),
-                     tokens.ceilDiv(shape.queries()));
-        }
+        if (profile.cooperativeMatrix && fitsCoopAttention(attn.getHeadDim()) && modelHasHalfWeights(attn))
+          c = choice(ctx, "attention_coop", 32 * kCoopAttentionWarps, constant(attn.getNumHeads()),
+                     tokens.ceilDiv(16 * kCoopAttentionWarps));
         DecodeAttentionShape d =
             decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim());
         c.decodeGrid = AffineMap::get(

@@ -218,18 +218,4 @@ TEST(AttentionKernelSpec, TensorCoresTakeHeadDimsThatFit) {
   EXPECT_THROW(codegen::attentionKernel(spec, true), codegen::CodegenError);
 }
 
-TEST(AttentionKernelSpec, TensorCoreTilesHalveTheKeyStepsWhereTheyFit) {
-  namespace gd = mlir::gerbil;
-  for (int64_t headDim = 16; headDim <= 128; headDim += 16)
-    EXPECT_LE(gd::coopAttentionSharedBytes(headDim), 48 * 1024) << "head dim " << headDim;
-  EXPECT_EQ(gd::coopAttentionShape(64).keyTile, 64);
-  EXPECT_EQ(gd::coopAttentionShape(64).queries(), 32);
-  EXPECT_EQ(gd::coopAttentionShape(128).keyTile, 32);
-  // The kernel and its grid agree on the queries a workgroup takes.
-  codegen::AttentionSpec spec{14, 2, 64, 1024, 0.125, 0};
-  codegen::KernelSource kernel = codegen::attentionKernel(spec, true);
-  EXPECT_EQ(kernel.workgroup[0], gd::coopAttentionShape(64).workgroup());
-  EXPECT_EQ(codegen::attentionGrid(spec, 512, true)[1], 512u / 32u);
-}
-
 } // namespace

@@ -73,26 +73,19 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
   return gemvShapeWithSplit(split, pairedRows);
 }
 
-// Prefill attention on cooperative matrices (attention_prefill_coop.glsl): `warps` subgroups of 16 queries
-// each per workgroup, keys staged `keyTile` at a time. A workgroup's time is a chain of two passes over its
-// key tiles, each a global-memory latency and a barrier more than its products, so the last query tile of a
-// 512-token prompt waits through 2 · 512 / keyTile of them: head dims up to 64 take tiles of 64 keys (the
-// H200 spent 75 µs a layer of Qwen2.5-0.5B's prefill in 32-key tiles), larger ones 32 to fit. Its shared
-// memory (f16 query, key and value tiles of padded rows, each subgroup's f32 scores and f16 probabilities)
-// must fit the 48 KiB of the devices that have the extension: head dims that are multiples of 16 up to 128.
-struct CoopAttentionShape {
-  int64_t warps, keyTile;
-  constexpr int64_t queries() const { return 16 * warps; }
-  constexpr int64_t workgroup() const { return 32 * warps; }
-};
-inline constexpr CoopAttentionShape coopAttentionShape(int64_t headDim) {
-  return headDim <= 64 ? CoopAttentionShape{2, 64} : CoopAttentionShape{4, 32};
-}
+// Prefill attention on cooperative matrices (attention_prefill_coop.glsl): kCoopAttentionWarps subgroups of
+// 16 queries each per workgroup, keys staged kCoopAttentionKeyTile at a time. Its shared memory (f16 query,
+// key and value tiles of padded rows, each subgroup's f32 scores and f16 probabilities) must fit the 48 KiB
+// of the devices that have the extension: head dims that are multiples of 16 up to 128.
+// Measured on the H200 (2026-12-03): 2 subgroups with 64-key tiles for head dims up to 64 (half as many
+// steps for the last query tiles) took Qwen2.5-0.5B's prefill attention from 75 to 100 µs a layer.
+inline constexpr int64_t kCoopAttentionWarps = 4;
+inline constexpr int64_t kCoopAttentionKeyTile = 32;
 inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim) {
-  const CoopAttentionShape s = coopAttentionShape(headDim);
-  const int64_t rowBytes = (headDim / 8 + 1) * 16;
-  return (s.queries() + 2 * s.keyTile) * rowBytes + s.warps * 16 * s.keyTile * 4 +
-         s.warps * 16 * (s.keyTile / 8 + 1) * 16;
+  const int64_t rowBytes = (headDim / 8 + 1) * 16, queries = 16 * kCoopAttentionWarps;
+  return (queries + 2 * kCoopAttentionKeyTile) * rowBytes +
+         kCoopAttentionWarps * 16 * kCoopAttentionKeyTile * 4 +
+         kCoopAttentionWarps * 16 * (kCoopAttentionKeyTile / 8 + 1) * 16;
 }
 inline constexpr bool fitsCoopAttention(int64_t headDim) {
   return headDim % 16 == 0 && coopAttentionSharedBytes(headDim) <= 48 * 1024;
