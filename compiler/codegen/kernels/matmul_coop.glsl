@@ -61,18 +61,6 @@ struct Staged {
 #ifndef COOP_DIAG_NO_GLOBAL
 #define COOP_DIAG_NO_GLOBAL 0
 #endif
-// Variants for gerbil-kernel-bench sweeps, off in plans. The 128 x 128 tiles on 2 x 4 warps take 188
-// registers an invocation on the H200 (1 workgroup a multiprocessor); these trade latency hiding within a
-// workgroup for fewer live registers:
-//   COOP_STAGE_DIRECT   the next slice is stored to shared memory as soon as it is loaded, before the
-//                       products (its registers are dead during them);
-//   COOP_A_ONE_AT_A_TIME  the products load the B fragments of a step first, then one A fragment at a time.
-#ifndef COOP_STAGE_DIRECT
-#define COOP_STAGE_DIRECT 0
-#endif
-#ifndef COOP_A_ONE_AT_A_TIME
-#define COOP_A_ONE_AT_A_TIME 0
-#endif
 
 #if MODE_GATE_UP
 // The output that staged weight row `row` belongs to: within each subgroup's block of WARP_N rows, fragment
@@ -160,16 +148,6 @@ void storeSlice(uint slot, Staged st) {
 // The products of the slice in buffer `slot`: each subgroup's FRAGS_T x FRAGS_N fragments.
 void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uint warpN) {
   [[unroll]] for (uint kk = 0; kk < TILE_K; kk += FRAG) {
-#if COOP_A_ONE_AT_A_TIME
-    FragB b[FRAGS_N];
-    [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
-      coopMatLoadNV(b[j], wTile_[slot], (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
-    [[unroll]] for (uint i = 0; i < FRAGS_T; ++i) {
-      FragA a;
-      coopMatLoadNV(a, xTile_[slot], (warpT * WARP_T + i * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, false);
-      [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a, b[j], acc[i][j]);
-    }
-#else
     FragA a[FRAGS_T];
     FragB b[FRAGS_N];
     [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
@@ -178,7 +156,6 @@ void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uin
       coopMatLoadNV(b[j], wTile_[slot], (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
     [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
       [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
-#endif
   }
 }
 
@@ -238,19 +215,11 @@ void main() {
   for (uint s = 0; s < slices; ++s) {
     uint current = s % 2u;
     bool more = s + 1u < slices;
-#if COOP_STAGE_DIRECT
-    if (more) {
-      loadSlice((s + 1u) * TILE_K, staged);
-      storeSlice(1u - current, staged);
-    }
-    multiplySlice(current, acc, warpT, warpN);
-#else
     if (more) loadSlice((s + 1u) * TILE_K, staged);
     multiplySlice(current, acc, warpT, warpN);
     // The other buffer was last read in iteration s - 1, which every invocation finished before the
     // barrier that ended it.
     if (more) storeSlice(1u - current, staged);
-#endif
     barrier();
   }
 
