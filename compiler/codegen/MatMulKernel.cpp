@@ -88,13 +88,12 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     bias("q", "Q", spec.biasA);
     bias("k", "K", spec.biasB);
     bias("v", "V", spec.biasC);
-    const int64_t tileN = spec.coopTiling.tileN;
     define("N_Q", uintValue(spec.n));
     define("N_K", uintValue(spec.nK));
     define("N_V", uintValue(spec.nV));
-    define("GROUPS_Q", uintValue((spec.n + tileN - 1) / tileN));
-    define("GROUPS_K", uintValue((spec.nK + tileN - 1) / tileN));
-    define("GROUPS_V", uintValue((spec.nV + tileN - 1) / tileN));
+    define("GROUPS_Q", uintValue(mlir::gerbil::coopTiles(spec.coopTiling, spec.n)));
+    define("GROUPS_K", uintValue(mlir::gerbil::coopTiles(spec.coopTiling, spec.nK)));
+    define("GROUPS_V", uintValue(mlir::gerbil::coopTiles(spec.coopTiling, spec.nV)));
   }
   if (spec.residual) k.bindings.push_back({"residual", Access::Read, plan::DType::F32, false});
   if (spec.mode == MatMulMode::QKV)
@@ -114,12 +113,11 @@ std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {
   case MatMulVariant::Tiled:
     return {ceilDiv(spec.n, gd::kMatMulRows), ceilDiv(tokens, gd::kMatMulTokens), 1};
   case MatMulVariant::Coop: {
-    const int64_t tileN = spec.coopTiling.tileN;
-    uint32_t columns = spec.mode == MatMulMode::GateUp ? ceilDiv(spec.n, tileN / 2)
-                       : spec.mode == MatMulMode::QKV
-                           ? ceilDiv(spec.n, tileN) + ceilDiv(spec.nK, tileN) + ceilDiv(spec.nV, tileN)
-                           : ceilDiv(spec.n, tileN);
-    return {columns, ceilDiv(tokens, spec.coopTiling.tileT), 1};
+    const gd::CoopMatMulTiling &tiling = spec.coopTiling;
+    int64_t columns = spec.mode == MatMulMode::GateUp ? gd::coopGateUpColumns(tiling, spec.n)
+                      : spec.mode == MatMulMode::QKV  ? gd::coopQKVColumns(tiling, spec.n, spec.nK, spec.nV)
+                                                      : gd::coopTiles(tiling, spec.n);
+    return {static_cast<uint32_t>(columns), ceilDiv(tokens, tiling.tileT), 1};
   }
   }
   return {1, 1, 1};

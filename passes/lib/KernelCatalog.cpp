@@ -102,12 +102,9 @@ std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, c
   int64_t n = rowWidth(projections.front()->getResult(0));
   CoopMatMulTiling tiling = groupPrefillTiling(profile, gateUp, n);
   if (gateUp && (tiling.tileN / tiling.warpsN) % 32 != 0) return std::nullopt;
-  int64_t columns = 0;
-  if (gateUp) {
-    columns = ceilDiv(n, tiling.tileN / 2);
-  } else {
-    for (Operation *p : projections) columns += ceilDiv(rowWidth(p->getResult(0)), tiling.tileN);
-  }
+  int64_t columns = gateUp ? coopGateUpColumns(tiling, n)
+                           : coopQKVColumns(tiling, n, rowWidth(projections[1]->getResult(0)),
+                                            rowWidth(projections[2]->getResult(0)));
   AffineExpr tokens = getAffineSymbolExpr(0, ctx);
   KernelChoice c = choice(ctx, (kernel + kCoopSuffix).str(), tiling.workgroup(),
                           getAffineConstantExpr(columns, ctx), tokens.ceilDiv(tiling.tileT));
@@ -155,7 +152,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
                                 tokens.ceilDiv(kMatMulTokens));
         if (usesCoopMatMul(profile, k) && hasHalfWeights(mm)) {
           CoopMatMulTiling tiling = coopTilingFor(profile, n);
-          c = choice(ctx, family + kCoopSuffix, tiling.workgroup(), constant(ceilDiv(n, tiling.tileN)),
+          c = choice(ctx, family + kCoopSuffix, tiling.workgroup(), constant(coopTiles(tiling, n)),
                      tokens.ceilDiv(tiling.tileT));
         }
         GemvShape gemv = gemvShape(k, n, false);

@@ -40,6 +40,19 @@ inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n) {
   return {128, 128, 32, 2, 4};
 }
 
+// Workgroup columns of the cooperative-matrix matmuls (grid x of matmul_coop.glsl), shared by the kernel
+// catalog's grids and codegen's: a plain projection's n outputs in tiles of tileN; gate/up tiles hold tileN / 2
+// outputs of each matrix; q, k and v each take whole tiles (GROUPS_Q, GROUPS_K, GROUPS_V, in that order).
+inline int64_t coopTiles(const CoopMatMulTiling &tiling, int64_t n) {
+  return (n + tiling.tileN - 1) / tiling.tileN;
+}
+inline int64_t coopGateUpColumns(const CoopMatMulTiling &tiling, int64_t n) {
+  return (n + tiling.tileN / 2 - 1) / (tiling.tileN / 2);
+}
+inline int64_t coopQKVColumns(const CoopMatMulTiling &tiling, int64_t nq, int64_t nk, int64_t nv) {
+  return coopTiles(tiling, nq) + coopTiles(tiling, nk) + coopTiles(tiling, nv);
+}
+
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = {
       {"generic", "any Vulkan 1.2 device: tiled f32 matmuls, no subgroup size assumed", false, 0, {}, {}},
