@@ -48,8 +48,9 @@ KernelSource gemvKernel(const GemvSpec &spec) {
              spec.split);
   k.bindings.push_back({"x", Access::Read, plan::DType::F32});
   if (spec.gateUp) {
-    for (const char *name : {"ACT_SILU", "BIAS_GATE", "BIAS_UP", "GELU_TANH"})
-      define(name, std::string(name) == "ACT_SILU" ? "1" : "0");
+    define("ACT_SILU", "1");
+    define("GELU_TANH", "0");
+    k.absentInputs = {"bias_gate", "bias_up"};
     k.bindings.push_back({"w_gate", Access::Read, spec.weight});
     k.bindings.push_back({"w_up", Access::Read, spec.weight});
   } else {

@@ -70,6 +70,8 @@ std::string writeKernel(const KernelSource &kernel) {
   text += "#define MIN_SUBGROUP_SIZE " + std::to_string(kMinSubgroupSize) + "u\n";
   text += kernelFile("common.glsl");
   for (size_t i = 0; i < kernel.bindings.size(); ++i) text += declare(kernel.bindings[i], i);
+  for (const std::string &name : kernel.absentInputs)
+    text += "float load_" + name + "(uint i) { return 0.0; }  // not bound: this model has none\n";
   // The state buffer is always the last binding (plan::BufferKind::State).
   text += "layout(std430, binding = " + std::to_string(kernel.bindings.size()) +
           ") restrict buffer Binding_state { uint position; uint generated; uint tokens[]; } state_;\n";

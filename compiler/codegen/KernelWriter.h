@@ -35,6 +35,9 @@ struct KernelSource {
   std::string templateFile; // kernels/<templateFile>
   std::vector<std::pair<std::string, std::string>> defines;
   std::vector<KernelBinding> bindings; // binding i of the descriptor set
+  // Optional inputs the template reads through load_<name> that this instance does not bind (a bias the
+  // model lacks): their load_<name> returns 0, so templates need no #if around the read.
+  std::vector<std::string> absentInputs;
   std::array<int64_t, 3> workgroup = {64, 1, 1};
   std::vector<std::string> extensions; // GLSL extensions beyond the ones every kernel enables
   // Device needs beyond what every Vulkan 1.2 device has (the plan's Requirements gather them).

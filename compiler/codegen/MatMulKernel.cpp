@@ -67,9 +67,11 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   auto weight = [&](const std::string &name) {
     k.bindings.push_back({name, Access::Read, spec.weight, true});
   };
-  auto bias = [&](const std::string &part, const std::string &upper, bool present) {
-    define("BIAS_" + upper, present ? "1" : "0");
-    if (present) k.bindings.push_back({"bias_" + part, Access::Read, plan::DType::F32, false});
+  auto bias = [&](const std::string &part, bool present) {
+    if (present)
+      k.bindings.push_back({"bias_" + part, Access::Read, plan::DType::F32, false});
+    else
+      k.absentInputs.push_back("bias_" + part);
   };
   k.bindings.push_back({"x", Access::Read, plan::DType::F32, true});
   const std::vector<std::string> parts =
@@ -80,14 +82,14 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   if (spec.norm)
     k.bindings.push_back({"g", Access::Read, spec.normWeight, spec.normWeight == plan::DType::F32});
   if (spec.mode == MatMulMode::GateUp) {
-    bias("gate", "GATE", spec.biasA);
-    bias("up", "UP", spec.biasB);
+    bias("gate", spec.biasA);
+    bias("up", spec.biasB);
     define("ACT_SILU", spec.gelu ? "0" : "1");
     define("GELU_TANH", spec.geluTanh ? "1" : "0");
   } else if (spec.mode == MatMulMode::QKV) {
-    bias("q", "Q", spec.biasA);
-    bias("k", "K", spec.biasB);
-    bias("v", "V", spec.biasC);
+    bias("q", spec.biasA);
+    bias("k", spec.biasB);
+    bias("v", spec.biasC);
     define("N_Q", uintValue(spec.n));
     define("N_K", uintValue(spec.nK));
     define("N_V", uintValue(spec.nV));

@@ -586,12 +586,10 @@ private:
       bind("w_" + parts[i], Access::Read, projections[i]->getOperand(1));
     if (norm) bind("g", Access::Read, linear.getNorm());
     for (size_t i = 0; i < parts.size(); ++i) {
-      Value bias = g.biases[i];
-      std::string upper = parts[i] == "gate" ? "GATE"
-                          : parts[i] == "up" ? "UP"
-                                             : std::string(1, char(parts[i][0] - 32));
-      define("BIAS_" + upper, bias ? "1" : "0");
-      if (bias) bind("bias_" + parts[i], Access::Read, bias);
+      if (Value bias = g.biases[i])
+        bind("bias_" + parts[i], Access::Read, bias);
+      else
+        k.source.absentInputs.push_back("bias_" + parts[i]);
     }
 
     if (qkv) {

@@ -177,17 +177,7 @@ void storeRow(uint part, uint row, float v) {
 }
 
 float biasOf(uint part, uint row) {
-  float b = 0.0;
-#if BIAS_Q
-  if (part == 0u) b = load_bias_q(row);
-#endif
-#if BIAS_K
-  if (part == 1u) b = load_bias_k(row);
-#endif
-#if BIAS_V
-  if (part == 2u) b = load_bias_v(row);
-#endif
-  return b;
+  return part == 0u ? load_bias_q(row) : part == 1u ? load_bias_k(row) : load_bias_v(row);
 }
 #endif
 
@@ -268,12 +258,8 @@ void main() {
   if (liveA) store_result(outRow + rowA, a);
   if (liveB) store_result(outRow + rowB, b);
 #elif MODE_GATE_UP
-#if BIAS_GATE
   a += load_bias_gate(rowA);
-#endif
-#if BIAS_UP
   b += load_bias_up(rowA);
-#endif
   store_result(rowA, activation(a) * b);
 #else
   a += biasOf(part, rowA), b += biasOf(part, rowB);

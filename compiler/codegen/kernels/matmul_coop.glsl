@@ -243,13 +243,7 @@ void main() {
       [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
         uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
         if (t >= step_.tokens || n >= N) continue;
-        float g = gate[m], u = scratch_[fragment + e];
-#if BIAS_GATE
-        g += load_bias_gate(n);
-#endif
-#if BIAS_UP
-        u += load_bias_up(n);
-#endif
+        float g = gate[m] + load_bias_gate(n), u = scratch_[fragment + e] + load_bias_up(n);
         store_result(t * N + n, activation(g) * u);
       }
       subgroupBarrier();  // the fragment is written out before the next one overwrites it
@@ -271,22 +265,12 @@ void main() {
 #if MODE_QKV
         if (t >= step_.tokens || n >= part_.z) continue;
         float v = scratch_[fragment + e];
-        if (part_.x == 0u) {
-#if BIAS_Q
-          v += load_bias_q(n);
-#endif
-          store_result_q(t * N_Q + n, v);
-        } else if (part_.x == 1u) {
-#if BIAS_K
-          v += load_bias_k(n);
-#endif
-          store_result_k(t * N_K + n, v);
-        } else {
-#if BIAS_V
-          v += load_bias_v(n);
-#endif
-          store_result_v(t * N_V + n, v);
-        }
+        if (part_.x == 0u)
+          store_result_q(t * N_Q + n, v + load_bias_q(n));
+        else if (part_.x == 1u)
+          store_result_k(t * N_K + n, v + load_bias_k(n));
+        else
+          store_result_v(t * N_V + n, v + load_bias_v(n));
 #else
         if (t >= step_.tokens || n >= N) continue;
 #if RESIDUAL
