@@ -210,6 +210,17 @@ int main(int argc, char **argv) {
   attention->add_option("--head-dim", headDim);
   attention->add_option("--position", position, "The query's position (keys 0..position)");
   attention->add_option("--seq", sequence, "KV cache positions");
+
+  int64_t firstPosition = 0;
+  CLI::App *prefillAttention =
+      app.add_subcommand("attention-prefill", "Prefill's causal attention of --tokens queries against the cache");
+  prefillAttention->add_option("--heads", heads);
+  prefillAttention->add_option("--kv-heads", kvHeads);
+  prefillAttention->add_option("--head-dim", headDim);
+  prefillAttention->add_option("--tokens", tokens, "T, the step's queries");
+  prefillAttention->add_option("--position", firstPosition, "Position of the first query (cached keys before it)");
+  prefillAttention->add_option("--seq", sequence, "KV cache positions");
+  prefillAttention->add_option("--target", target, "generic (tiled f32) or nvidia (tensor cores)");
   CLI11_PARSE(app, argc, argv);
   options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;
 
@@ -273,6 +284,39 @@ int main(int argc, char **argv) {
                   {"gate_up", gateUp},
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
+    } else if (prefillAttention->parsed()) {
+      std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(target);
+      if (!profile) throw std::runtime_error("unknown target '" + target + "'");
+      const bool coop = profile->cooperativeMatrix;
+      if (coop && !bench.info().hasExtension("VK_NV_cooperative_matrix"))
+        throw std::runtime_error(bench.info().name + " has no VK_NV_cooperative_matrix (target '" + target +
+                                 "')");
+      if (firstPosition + tokens > sequence)
+        throw CLI::ValidationError("--position", "the step's last query lies past --seq");
+      codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
+      codegen::KernelSource source = codegen::attentionKernel(spec, coop);
+      const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
+      const size_t rows = static_cast<size_t>(tokens * heads * headDim);
+      std::vector<BindingData> data = {{randomBytes(rows, plan::DType::F32, 1)},
+                                       {randomBytes(cache, plan::DType::F32, 2), true},
+                                       {randomBytes(cache, plan::DType::F32, 3), true},
+                                       {std::vector<uint8_t>(rows * 4)}};
+      bench.setPosition(static_cast<uint32_t>(firstPosition));
+      double ms = bench.time(source, data,
+                             codegen::attentionGrid(spec, static_cast<uint32_t>(tokens), coop),
+                             static_cast<uint32_t>(tokens));
+      // Causal: query t sees firstPosition + t + 1 keys; a key costs 2 · headDim flops for the score and as
+      // many for the value (the two-pass kernels compute the scores twice: not counted).
+      double keys = double(tokens) * double(firstPosition) + double(tokens) * double(tokens + 1) / 2.0;
+      out.update({{"kernel", "attention-prefill"},
+                  {"heads", heads},
+                  {"kv_heads", kvHeads},
+                  {"head_dim", headDim},
+                  {"tokens", tokens},
+                  {"position", firstPosition},
+                  {"target", target},
+                  {"ms", ms},
+                  {"tflops", 4.0 * keys * double(headDim) * double(heads) / (ms * 1e9)}});
     } else {
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
       codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(spec, true);
