@@ -212,13 +212,14 @@ int main(int argc, char **argv) {
   attention->add_option("--seq", sequence, "KV cache positions");
 
   int64_t firstPosition = 0;
-  CLI::App *prefillAttention =
-      app.add_subcommand("attention-prefill", "Prefill's causal attention of --tokens queries against the cache");
+  CLI::App *prefillAttention = app.add_subcommand(
+      "attention-prefill", "Prefill's causal attention of --tokens queries against the cache");
   prefillAttention->add_option("--heads", heads);
   prefillAttention->add_option("--kv-heads", kvHeads);
   prefillAttention->add_option("--head-dim", headDim);
   prefillAttention->add_option("--tokens", tokens, "T, the step's queries");
-  prefillAttention->add_option("--position", firstPosition, "Position of the first query (cached keys before it)");
+  prefillAttention->add_option("--position", firstPosition,
+                               "Position of the first query (cached keys before it)");
   prefillAttention->add_option("--seq", sequence, "KV cache positions");
   prefillAttention->add_option("--target", target, "generic (tiled f32) or nvidia (tensor cores)");
   CLI11_PARSE(app, argc, argv);
@@ -302,8 +303,7 @@ int main(int argc, char **argv) {
                                        {randomBytes(cache, plan::DType::F32, 3), true},
                                        {std::vector<uint8_t>(rows * 4)}};
       bench.setPosition(static_cast<uint32_t>(firstPosition));
-      double ms = bench.time(source, data,
-                             codegen::attentionGrid(spec, static_cast<uint32_t>(tokens), coop),
+      double ms = bench.time(source, data, codegen::attentionGrid(spec, static_cast<uint32_t>(tokens), coop),
                              static_cast<uint32_t>(tokens));
       // Causal: query t sees firstPosition + t + 1 keys; a key costs 2 · headDim flops for the score and as
       // many for the value (the two-pass kernels compute the scores twice: not counted).

@@ -41,8 +41,8 @@ inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n) {
 }
 
 // Workgroup columns of the cooperative-matrix matmuls (grid x of matmul_coop.glsl), shared by the kernel
-// catalog's grids and codegen's: a plain projection's n outputs in tiles of tileN; gate/up tiles hold tileN / 2
-// outputs of each matrix; q, k and v each take whole tiles (GROUPS_Q, GROUPS_K, GROUPS_V, in that order).
+// catalog's grids and codegen's: a plain projection's n outputs in tiles of tileN; gate/up tiles hold tileN /
+// 2 outputs of each matrix; q, k and v each take whole tiles (GROUPS_Q, GROUPS_K, GROUPS_V, in that order).
 inline int64_t coopTiles(const CoopMatMulTiling &tiling, int64_t n) {
   return (n + tiling.tileN - 1) / tiling.tileN;
 }
