@@ -80,9 +80,15 @@ public:
   // Median GPU milliseconds of one launch of `source` over `grid`.
   double time(codegen::KernelSource source, const std::vector<BindingData> &data,
               std::array<uint32_t, 3> grid, uint32_t tokens) {
+    // A --define of a name codegen defines replaces codegen's value (a second #define would not compile).
     for (const std::string &d : options_.defines) {
       size_t eq = d.find('=');
-      source.defines.emplace_back(d.substr(0, eq), eq == std::string::npos ? "1" : d.substr(eq + 1));
+      std::string name = d.substr(0, eq), value = eq == std::string::npos ? "1" : d.substr(eq + 1);
+      auto same = [&](const auto &define) { return define.first == name; };
+      if (auto it = std::find_if(source.defines.begin(), source.defines.end(), same); it != source.defines.end())
+        it->second = value;
+      else
+        source.defines.emplace_back(name, value);
     }
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "benchmarked kernel");
     uint64_t rotatedBytes = 0;
@@ -175,7 +181,8 @@ int main(int argc, char **argv) {
   app.add_option("--repeats", options.repeats, "Timed launches (the median is reported)")
       ->check(CLI::Range(1, 10000));
   app.add_option("--device", options.device, "Vulkan device index");
-  app.add_option("--define", options.defines, "NAME=VALUE added to the kernel's #defines (repeatable)");
+  app.add_option("--define", options.defines,
+                 "NAME=VALUE added to the kernel's #defines, or replacing codegen's value of NAME (repeatable)");
   app.add_flag("--statistics", options.statistics,
                "Add the driver's statistics of the compiled kernel (registers, spills...) where it has "
                "VK_KHR_pipeline_executable_properties");
