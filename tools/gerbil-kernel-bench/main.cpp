@@ -77,6 +77,15 @@ public:
 
   const vk::DeviceInfo &info() const { return ctx_->info(); }
 
+  // The profile of a --target this device can run; throws naming an unknown target or the missing extension.
+  mlir::gerbil::TargetProfile target(const std::string &spec) const {
+    std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(spec);
+    if (!profile) throw std::runtime_error("unknown target '" + spec + "'");
+    if (profile->cooperativeMatrix && !info().hasExtension("VK_NV_cooperative_matrix"))
+      throw std::runtime_error(info().name + " has no VK_NV_cooperative_matrix (target '" + spec + "')");
+    return *profile;
+  }
+
   // Median GPU milliseconds of one launch of `source` over `grid`.
   double time(codegen::KernelSource source, const std::vector<BindingData> &data,
               std::array<uint32_t, 3> grid, uint32_t tokens) {
@@ -236,17 +245,13 @@ int main(int argc, char **argv) {
     Bench bench(options);
     nlohmann::json out = {{"device", bench.info().name}, {"defines", options.defines}, {"dtype", dtype}};
     if (matmul->parsed()) {
-      std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(target);
-      if (!profile) throw std::runtime_error("unknown target '" + target + "'");
-      if (profile->cooperativeMatrix && !bench.info().hasExtension("VK_NV_cooperative_matrix"))
-        throw std::runtime_error(bench.info().name + " has no VK_NV_cooperative_matrix (target '" + target +
-                                 "')");
+      const mlir::gerbil::TargetProfile profile = bench.target(target);
       codegen::MatMulSpec spec;
       spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,
       spec.eps = 1e-5;
       spec.variant =
-          profile->cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
-      spec.coopTiling = mlir::gerbil::coopTilingFor(*profile, n);
+          profile.cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
+      spec.coopTiling = mlir::gerbil::coopTilingFor(profile, n);
       codegen::KernelSource source = codegen::matmulKernel(spec);
       std::vector<BindingData> data;
       for (const codegen::KernelBinding &b : source.bindings) {
@@ -262,7 +267,7 @@ int main(int argc, char **argv) {
                   {"n", n},
                   {"k", k},
                   {"target", target},
-                  {"tiling", profile->cooperativeMatrix
+                  {"tiling", profile.cooperativeMatrix
                                  ? std::to_string(t.tileT) + "x" + std::to_string(t.tileN) + "x" +
                                        std::to_string(t.tileK) + ":" + std::to_string(t.warpsT) + "x" +
                                        std::to_string(t.warpsN)
@@ -293,12 +298,7 @@ int main(int argc, char **argv) {
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     } else if (prefillAttention->parsed()) {
-      std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(target);
-      if (!profile) throw std::runtime_error("unknown target '" + target + "'");
-      const bool coop = profile->cooperativeMatrix;
-      if (coop && !bench.info().hasExtension("VK_NV_cooperative_matrix"))
-        throw std::runtime_error(bench.info().name + " has no VK_NV_cooperative_matrix (target '" + target +
-                                 "')");
+      const bool coop = bench.target(target).cooperativeMatrix;
       if (firstPosition + tokens > sequence)
         throw CLI::ValidationError("--position", "the step's last query lies past --seq");
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
