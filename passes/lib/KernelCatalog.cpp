@@ -129,7 +129,6 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
   MLIRContext *ctx = op->getContext();
   AffineExpr tokens = getAffineSymbolExpr(0, ctx);
   auto constant = [&](int64_t c) { return getAffineConstantExpr(c, ctx); };
-  auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   // The row kernels (KernelShapes.h): each token's row of `rows` over workgroups of kRowLoads per invocation.
   auto rowKernel = [&](StringRef kernel, Value rows) {
     return choice(ctx, kernel, kRowWorkgroup, tokens,
