@@ -6,6 +6,7 @@
 //   gerbil-kernel-bench matmul --tokens 512 --n 14336 --k 4096 --target nvidia:128x128x32:2x4
 //   gerbil-kernel-bench gemv --n 4096 --k 14336
 //   gerbil-kernel-bench attention-decode --heads 32 --kv-heads 8 --head-dim 128 --position 255
+//   gerbil-kernel-bench sync --n 896 --phases 96 --workgroups 132   (SyncBench.h: what ordering costs)
 // --define NAME=VALUE adds a #define to the kernel (a variant the template reads with #ifndef defaults).
 #include "compiler/codegen/AttentionKernel.h"
 #include "compiler/codegen/GemvKernel.h"
@@ -14,6 +15,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
 #include "runtime/vulkan/PipelineStatistics.h"
+#include "tools/gerbil-kernel-bench/SyncBench.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -76,6 +78,8 @@ public:
   }
 
   const vk::DeviceInfo &info() const { return ctx_->info(); }
+  vk::Context &context() { return *ctx_; }
+  codegen::ShaderCompiler &compiler() { return compiler_; }
 
   // The profile of a --target this device can run; throws naming an unknown target or the missing extension.
   mlir::gerbil::TargetProfile target(const std::string &spec) const {
@@ -238,13 +242,30 @@ int main(int argc, char **argv) {
                                "Position of the first query (cached keys before it)");
   prefillAttention->add_option("--seq", sequence, "KV cache positions");
   prefillAttention->add_option("--target", target, "generic (tiled f32) or nvidia (tensor cores)");
+
+  bench::SyncOptions sync;
+  CLI::App *syncCommand = app.add_subcommand(
+      "sync", "A chain of dependent square gemvs: a dispatch and a barrier each, or one persistent dispatch "
+              "with grid barriers");
+  syncCommand->add_option("--n", sync.n, "Rows and columns of each phase's f16 matrix");
+  syncCommand->add_option("--phases", sync.phases, "Dependent phases a run chains")
+      ->check(CLI::Range(1, 100000));
+  syncCommand
+      ->add_option("--workgroups", sync.workgroups,
+                   "Workgroups of both ways (the persistent grid must all be resident at once)")
+      ->check(CLI::Range(1, 65535));
+  syncCommand->add_option("--workgroup-size", sync.workgroupSize, "Invocations a workgroup");
+  syncCommand->add_flag("--empty", sync.empty, "No gemv: the cost of the ordering alone");
   CLI11_PARSE(app, argc, argv);
   options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;
 
   try {
     Bench bench(options);
     nlohmann::json out = {{"device", bench.info().name}, {"defines", options.defines}, {"dtype", dtype}};
-    if (matmul->parsed()) {
+    if (syncCommand->parsed()) {
+      sync.repeats = std::min(options.repeats, 200);
+      out.update(bench::runSyncBench(bench.context(), bench.compiler(), sync));
+    } else if (matmul->parsed()) {
       const mlir::gerbil::TargetProfile profile = bench.target(target);
       codegen::MatMulSpec spec;
       spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,

@@ -1,0 +1,274 @@
+#include "tools/gerbil-kernel-bench/SyncBench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gerbil::bench {
+namespace {
+
+// Each subgroup (warp) owns rows warp, warp + warps, ... (ROWS of them) and keeps their f16 weights in
+// registers: PER_LANE 16-byte loads a row and lane. x and y are the two halves of `vectors`, swapped every
+// phase.
+constexpr const char *kSyncKernel = R"glsl(#version 450
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(local_size_x = WORKGROUP) in;
+
+layout(std430, binding = 0) restrict readonly buffer Weights { uvec4 w_[]; };
+// Persistent: other workgroups wrote the input in this dispatch, so it is read past the caches that are
+// not coherent; across dispatches the barrier makes it visible.
+layout(std430, binding = 1) VECTOR_QUALIFIER buffer Vectors { vec4 v_[]; };
+layout(std430, binding = 2) coherent volatile buffer Sync { uint arrived_; uint stalled_; };
+layout(push_constant) uniform Push { uint first; uint count; uint copies; } push_;
+
+const uint WARPS = WORKGROUP / SUBGROUP;
+const uint LOADS = N / 8u;
+const uint PER_LANE = (LOADS + SUBGROUP - 1u) / SUBGROUP;
+
+uvec4 w[ROWS][PER_LANE];
+
+uint warpIndex() { return gl_WorkGroupID.x * WARPS + gl_SubgroupID; }
+uint warpCount() { return gl_NumWorkGroups.x * WARPS; }
+
+void prefetch(uint phase) {
+#if !EMPTY
+  uint base = (phase % push_.copies) * (N * LOADS);
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+    uint row = min(warpIndex() + r * warpCount(), N - 1u);
+    [[unroll]] for (uint i = 0u; i < PER_LANE; ++i)
+      w[r][i] = w_[base + row * LOADS + min(gl_SubgroupInvocationID + i * SUBGROUP, LOADS - 1u)];
+  }
+#endif
+}
+
+float dot8(uvec4 q, vec4 a, vec4 b) {
+  return dot(vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)), a) +
+         dot(vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w)), b);
+}
+
+void compute(uint phase) {
+#if !EMPTY
+  uint in4 = (phase & 1u) * (N / 4u), out0 = N - (phase & 1u) * N;
+  vec4 xa[PER_LANE], xb[PER_LANE];
+  [[unroll]] for (uint i = 0u; i < PER_LANE; ++i) {
+    uint k = min(gl_SubgroupInvocationID + i * SUBGROUP, LOADS - 1u);
+    xa[i] = v_[in4 + 2u * k], xb[i] = v_[in4 + 2u * k + 1u];
+  }
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+    float sum = 0.0;
+    [[unroll]] for (uint i = 0u; i < PER_LANE; ++i)
+      if (gl_SubgroupInvocationID + i * SUBGROUP < LOADS) sum += dot8(w[r][i], xa[i], xb[i]);
+    sum = subgroupAdd(sum);
+    uint row = warpIndex() + r * warpCount();
+    if (subgroupElect() && row < N) v_[(out0 + row) / 4u][row % 4u] = sum;
+  }
+#endif
+}
+
+// Every workgroup of the grid arrives here `target / workgroups` times in all; nobody leaves a meeting
+// before all have arrived. A bound on the polls turns a grid that is not all resident into an error.
+void gridBarrier(uint target) {
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationIndex == 0u) {
+    atomicAdd(arrived_, 1u);
+    uint spins = 0u;
+    while (arrived_ < target)
+      if (++spins == 16777216u) {
+        stalled_ = 1u;
+        break;
+      }
+  }
+  barrier();
+  memoryBarrierBuffer();
+}
+
+void main() {
+  prefetch(push_.first);
+#if PERSISTENT
+  for (uint p = 0u; p < push_.count; ++p) {
+    compute(push_.first + p);
+    if (p + 1u == push_.count) break;
+    prefetch(push_.first + p + 1u);
+    gridBarrier((p + 1u) * gl_NumWorkGroups.x);
+  }
+#else
+  compute(push_.first);
+#endif
+}
+)glsl";
+
+struct Push {
+  uint32_t first, count, copies;
+};
+
+std::vector<uint8_t> randomHalfMatrices(uint32_t n, uint32_t copies) {
+  // Uniform in ±sqrt(3 / n): each phase keeps the vector's scale.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const float scale = std::sqrt(3.0f / static_cast<float>(n));
+  std::vector<uint8_t> bytes(size_t(n) * n * copies * 2);
+  for (size_t i = 0; i < bytes.size() / 2; ++i) {
+    _Float16 h = static_cast<_Float16>(uniform(rng) * scale);
+    std::memcpy(bytes.data() + 2 * i, &h, 2);
+  }
+  return bytes;
+}
+
+// The host's result of `phases` phases from x0, with the weights as the device reads them.
+std::vector<float> hostChain(const std::vector<uint8_t> &weights, std::vector<float> x, uint32_t n,
+                             uint32_t phases, uint32_t copies) {
+  std::vector<float> y(n);
+  for (uint32_t p = 0; p < phases; ++p) {
+    const uint8_t *w = weights.data() + size_t(p % copies) * n * n * 2;
+    for (uint32_t row = 0; row < n; ++row) {
+      double sum = 0;
+      for (uint32_t k = 0; k < n; ++k) {
+        _Float16 h;
+        std::memcpy(&h, w + (size_t(row) * n + k) * 2, 2);
+        sum += static_cast<double>(static_cast<float>(h)) * x[k];
+      }
+      y[row] = static_cast<float>(sum);
+    }
+    std::swap(x, y);
+  }
+  return x;
+}
+
+class SyncRun {
+public:
+  SyncRun(vk::Context &ctx, codegen::ShaderCompiler &compiler, const SyncOptions &o)
+      : ctx_(ctx), compiler_(compiler), o_(o) {
+    if (o.n % 8 != 0 || o.n == 0) throw std::runtime_error("--n must be a positive multiple of 8");
+    subgroup_ = ctx.info().subgroupSize;
+    if (subgroup_ == 0 || o.workgroupSize % subgroup_ != 0 || o.workgroupSize > 1024)
+      throw std::runtime_error("--workgroup-size must be a multiple of the subgroup size (" +
+                               std::to_string(subgroup_) + ") up to 1024");
+    warps_ = o.workgroups * (o.workgroupSize / subgroup_);
+    rows_ = (o.n + warps_ - 1) / warps_;
+    const uint64_t matrixBytes = uint64_t(o.n) * o.n * 2;
+    const uint64_t budget = std::min<uint64_t>(256ull << 20, ctx.info().maxStorageBufferRange);
+    copies_ = static_cast<uint32_t>(std::clamp<uint64_t>(budget / matrixBytes, 1, 4096));
+    copies_ = std::min(copies_, o.phases); // each phase its own matrix where they fit
+    weightsHost_ = randomHalfMatrices(o.n, copies_);
+    weights_ = ctx.createBuffer(weightsHost_.size(), "sync weights");
+    ctx.upload(weights_, 0, weightsHost_.data(), weightsHost_.size());
+    vectors_ = ctx.createBuffer(uint64_t(o.n) * 8, "sync vectors");
+    sync_ = ctx.createBuffer(16, "sync counter");
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    x0_.resize(o.n);
+    for (float &v : x0_) v = uniform(rng);
+  }
+
+  // Median microseconds a phase over the repeats, and the last run's error against the host.
+  std::pair<double, double> run(bool persistent) {
+    std::string source = std::string("#define N ") + std::to_string(o_.n) + "u\n#define ROWS " +
+                         std::to_string(rows_) + "u\n#define WORKGROUP " + std::to_string(o_.workgroupSize) +
+                         "u\n#define SUBGROUP " + std::to_string(subgroup_) + "u\n#define EMPTY " +
+                         (o_.empty ? "1" : "0") + "\n#define PERSISTENT " + (persistent ? "1" : "0") +
+                         "\n#define VECTOR_QUALIFIER " + (persistent ? "coherent" : "restrict") + "\n";
+    std::string glsl = kSyncKernel;
+    glsl.insert(glsl.find('\n') + 1, source); // after #version
+    vk::Pipeline pipeline =
+        ctx_.createPipeline(compiler_.compile(glsl, "sync bench"), 3, sizeof(Push), "sync bench");
+    VkDescriptorSet set = ctx_.createDescriptorSet(pipeline, {{weights_.handle(), 0, weights_.size()},
+                                                              {vectors_.handle(), 0, vectors_.size()},
+                                                              {sync_.handle(), 0, sync_.size()}});
+    std::vector<double> us;
+    double error = 0;
+    for (int r = -2; r < o_.repeats; ++r) { // two untimed runs first: clocks up, pipeline compiled
+      ctx_.upload(vectors_, 0, x0_.data(), x0_.size() * 4);
+      ctx_.fill(sync_, 0);
+      VkCommandBuffer cmd = ctx_.beginCommands();
+      ctx_.resetTimestamps(cmd, 2);
+      ctx_.writeTimestamp(cmd, 0);
+      if (persistent) {
+        Push push{0, o_.phases, copies_};
+        ctx_.dispatch(cmd, pipeline, set, &push, sizeof push, o_.workgroups, 1, 1);
+      } else {
+        for (uint32_t p = 0; p < o_.phases; ++p) {
+          Push push{p, 1, copies_};
+          ctx_.dispatch(cmd, pipeline, set, &push, sizeof push, o_.workgroups, 1, 1);
+          ctx_.computeBarrier(cmd);
+        }
+      }
+      ctx_.writeTimestamp(cmd, 1);
+      ctx_.submitAndWait(cmd);
+      std::vector<uint64_t> ns = ctx_.readTimestamps(2);
+      uint32_t stalled = 0;
+      ctx_.download(sync_, 4, &stalled, 4);
+      if (stalled)
+        throw std::runtime_error("the persistent grid of " + std::to_string(o_.workgroups) +
+                                 " workgroups stalled at a grid barrier: the device does not keep them all "
+                                 "resident (lower --workgroups)");
+      if (r >= 0) us.push_back(static_cast<double>(ns[1] - ns[0]) / 1e3 / o_.phases);
+      if (r == o_.repeats - 1 && !o_.empty) error = maxError();
+    }
+    ctx_.resetDescriptorSets();
+    std::sort(us.begin(), us.end());
+    return {us[us.size() / 2], error};
+  }
+
+  uint32_t rows() const { return rows_; }
+  uint32_t copies() const { return copies_; }
+
+private:
+  // Largest |device - host| of the last phase's result, relative to the result's largest magnitude.
+  double maxError() {
+    std::vector<float> both(size_t(o_.n) * 2);
+    ctx_.download(vectors_, 0, both.data(), both.size() * 4);
+    if (expected_.empty()) expected_ = hostChain(weightsHost_, x0_, o_.n, o_.phases, copies_);
+    const float *got = both.data() + (o_.phases % 2 == 0 ? 0 : o_.n);
+    double worst = 0, scale = 1e-30;
+    for (uint32_t i = 0; i < o_.n; ++i) {
+      worst = std::max(worst, std::abs(double(got[i]) - expected_[i]));
+      scale = std::max(scale, std::abs(double(expected_[i])));
+    }
+    return worst / scale;
+  }
+
+  vk::Context &ctx_;
+  codegen::ShaderCompiler &compiler_;
+  SyncOptions o_;
+  uint32_t subgroup_ = 0, warps_ = 0, rows_ = 0, copies_ = 0;
+  std::vector<uint8_t> weightsHost_;
+  std::vector<float> x0_, expected_;
+  vk::Buffer weights_, vectors_, sync_;
+};
+
+} // namespace
+
+nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler, const SyncOptions &options) {
+  SyncRun run(ctx, compiler, options);
+  auto [dispatchUs, dispatchError] = run.run(false);
+  auto [persistentUs, persistentError] = run.run(true);
+  const double phaseBytes = 2.0 * options.n * options.n;
+  nlohmann::json out = {{"kernel", "sync"},
+                        {"n", options.n},
+                        {"phases", options.phases},
+                        {"workgroups", options.workgroups},
+                        {"workgroup_size", options.workgroupSize},
+                        {"rows_per_warp", run.rows()},
+                        {"weight_copies", run.copies()},
+                        {"empty", options.empty},
+                        {"dispatch_us", dispatchUs},
+                        {"persistent_us", persistentUs}};
+  if (!options.empty) {
+    out["dispatch_gb_per_s"] = phaseBytes / (dispatchUs * 1e3);
+    out["persistent_gb_per_s"] = phaseBytes / (persistentUs * 1e3);
+    out["max_error"] = std::max(dispatchError, persistentError);
+    if (std::max(dispatchError, persistentError) > 1e-3)
+      throw std::runtime_error("the gemv chain's result differs from the host's (relative error " +
+                               std::to_string(std::max(dispatchError, persistentError)) + ")");
+  }
+  return out;
+}
+
+} // namespace gerbil::bench

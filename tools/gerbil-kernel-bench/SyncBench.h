@@ -1,0 +1,34 @@
+// gerbil-kernel-bench sync: what ordering a chain of dependent decode kernels costs on a device. It runs the
+// same square gemv phases (y = W_p x, then x = y, over rotating weights) two ways:
+//  - dispatches: one dispatch a phase with a pipeline barrier after each (how decode runs now);
+//  - persistent: one dispatch whose workgroups all stay resident and meet at a grid barrier (an atomic
+//    arrival count, polled with plain loads) between phases, each workgroup loading its next weights
+//    before it waits;
+// and each also without work (--empty), which leaves the cost of the ordering alone. The result of the
+// last phase is checked against the host's, so that a barrier that does not hold cannot look fast.
+#pragma once
+
+#include "compiler/codegen/ShaderCompiler.h"
+#include "runtime/vulkan/Device.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+
+namespace gerbil::bench {
+
+struct SyncOptions {
+  uint32_t n = 896;          // rows and columns of each phase's matrix
+  uint32_t phases = 96;      // dependent phases a timed run chains
+  uint32_t workgroups = 132; // the persistent grid: no more than the device keeps resident at once
+  uint32_t workgroupSize = 256;
+  bool empty = false; // no gemv: the ordering alone
+  int repeats = 20;
+};
+
+// Runs both ways and returns {"dispatch_us", "persistent_us" (per phase, medians), "max_error", ...}.
+// Throws std::runtime_error on a shape it cannot run, when the persistent grid stalled, or when a result
+// is off by more than 1e-3 of its largest magnitude.
+nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler, const SyncOptions &options);
+
+} // namespace gerbil::bench
