@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace gerbil::bench {
 
@@ -22,8 +24,12 @@ struct SyncOptions {
   uint32_t phases = 96;      // dependent phases a timed run chains
   uint32_t workgroups = 132; // the persistent grid: no more than the device keeps resident at once
   uint32_t workgroupSize = 256;
-  bool empty = false; // no gemv: the ordering alone
+  bool empty = false;  // no gemv: the ordering alone
+  uint32_t copies = 0; // weight matrices the phases rotate over (0: up to 256 MiB of them, past the L2)
   int repeats = 20;
+  // #defines for the kernel: SYNC_NO_W=1 (no weight loads) and SYNC_NO_X=1 (no input read) take one
+  // latency out of a phase (the result check then fails, and is skipped).
+  std::vector<std::string> defines;
 };
 
 // Runs both ways and returns {"dispatch_us", "persistent_us" (per phase, medians), "max_error", ...}.

@@ -256,6 +256,9 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(1, 65535));
   syncCommand->add_option("--workgroup-size", sync.workgroupSize, "Invocations a workgroup");
   syncCommand->add_flag("--empty", sync.empty, "No gemv: the cost of the ordering alone");
+  syncCommand->add_option(
+      "--copies", sync.copies,
+      "Weight matrices the phases rotate over (default: up to 256 MiB of them; 1: in L2)");
   CLI11_PARSE(app, argc, argv);
   options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;
 
@@ -264,6 +267,7 @@ int main(int argc, char **argv) {
     nlohmann::json out = {{"device", bench.info().name}, {"defines", options.defines}, {"dtype", dtype}};
     if (syncCommand->parsed()) {
       sync.repeats = std::min(options.repeats, 200);
+      sync.defines = options.defines;
       out.update(bench::runSyncBench(bench.context(), bench.compiler(), sync));
     } else if (matmul->parsed()) {
       const mlir::gerbil::TargetProfile profile = bench.target(target);
