@@ -113,7 +113,21 @@ void main() {
     wait((p + 1u) * gl_NumWorkGroups.x);
   }
 #else
+#if SYNC_PREFETCH_NEXT
+  // The next phase's weights of the same rows, loaded into the L2 only: their sum decides a store that
+  // never happens, which the compiler cannot know, so the loads stay.
+  uint touched = 0u;
+  uint next = ((push_.first + 1u) % push_.copies) * (N * LOADS);
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+    uint row = min(warpIndex() + r * warpCount(), N - 1u);
+    [[unroll]] for (uint i = 0u; i < PER_LANE; ++i)
+      touched += w_[next + row * LOADS + min(gl_SubgroupInvocationID + i * SUBGROUP, LOADS - 1u)].x;
+  }
+#endif
   compute(push_.first);
+#if SYNC_PREFETCH_NEXT
+  if (touched == 0x7fffffffu && push_.count == 0u) v_[0] = vec4(0.0);
+#endif
 #endif
 }
 )glsl";

@@ -28,7 +28,8 @@ struct SyncOptions {
   uint32_t copies = 0; // weight matrices the phases rotate over (0: up to 256 MiB of them, past the L2)
   int repeats = 20;
   // #defines for the kernel: SYNC_NO_W=1 (no weight loads) and SYNC_NO_X=1 (no input read) take one
-  // latency out of a phase (the result check then fails, and is skipped).
+  // latency out of a phase (the result check then fails, and is skipped); SYNC_PREFETCH_NEXT=1 has each
+  // dispatch also load the next phase's weights (into the L2), as a kernel could for the one after it.
   std::vector<std::string> defines;
 };
 
