@@ -24,6 +24,9 @@ layout(std430, binding = 0) restrict readonly buffer Weights { uvec4 w_[]; };
 // Persistent: other workgroups wrote the input in this dispatch, so it is read past the caches that are
 // not coherent; across dispatches the barrier makes it visible.
 layout(std430, binding = 1) VECTOR_QUALIFIER buffer Vectors { vec4 v_[]; };
+// The same, element by element: a store of one component through v_ may be a read-modify-write of all four,
+// which would lose the neighbours' results that other workgroups store at the same time.
+layout(std430, binding = 1) VECTOR_QUALIFIER buffer VectorElements { float e_[]; };
 layout(std430, binding = 2) coherent volatile buffer Sync { uint arrived_; uint stalled_; };
 layout(push_constant) uniform Push { uint first; uint count; uint copies; } push_;
 
@@ -74,7 +77,7 @@ void compute(uint phase) {
       if (gl_SubgroupInvocationID + i * SUBGROUP < LOADS) sum += dot8(w[r][i], xa[i], xb[i]);
     sum = subgroupAdd(sum);
     uint row = warpIndex() + r * warpCount();
-    if (subgroupElect() && row < N) v_[(out0 + row) / 4u][row % 4u] = sum;
+    if (subgroupElect() && row < N) e_[out0 + row] = sum;
   }
 #endif
 }
@@ -126,7 +129,7 @@ void main() {
 #endif
   compute(push_.first);
 #if SYNC_PREFETCH_NEXT
-  if (touched == 0x7fffffffu && push_.count == 0u) v_[0] = vec4(0.0);
+  if (touched == 0x7fffffffu && push_.count == 0u) e_[0] = 0.0;
 #endif
 #endif
 }
@@ -202,7 +205,7 @@ public:
                          std::to_string(rows_) + "u\n#define WORKGROUP " + std::to_string(o_.workgroupSize) +
                          "u\n#define SUBGROUP " + std::to_string(subgroup_) + "u\n#define EMPTY " +
                          (o_.empty ? "1" : "0") + "\n#define PERSISTENT " + (persistent ? "1" : "0") +
-                         "\n#define VECTOR_QUALIFIER " + (persistent ? "coherent" : "restrict") + "\n";
+                         "\n#define VECTOR_QUALIFIER " + (persistent ? "coherent" : "") + "\n";
     std::string glsl = kSyncKernel;
     glsl.insert(glsl.find('\n') + 1, source); // after #version
     vk::Pipeline pipeline =
