@@ -125,24 +125,6 @@ void reduceWarp(inout float values[QH], bool isMax, uint warp, uint lane) {
   barrier();
 }
 
-// ATTENTION_WARP_BARRIER (a variant for gerbil-kernel-bench sweeps, off in plans): the walk's warps exchange
-// their probabilities behind a subgroup barrier where subgroups are the warps, so that no warp waits for the
-// workgroup's others between blocks (the walk took 8.7 µs against 6.3 for one warp a workgroup on an H200).
-#ifndef ATTENTION_WARP_BARRIER
-#define ATTENTION_WARP_BARRIER 0
-#endif
-// Orders a warp's shared-memory writes before its reads in the walk (every invocation calls it).
-void warpBarrier() {
-#if SUBGROUP_OPS && ATTENTION_WARP_BARRIER
-  if (gl_SubgroupSize == LANES) {  // the same for every invocation
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    return;
-  }
-#endif
-  barrier();
-}
-
 // The max (or sum) over the workgroup of each head's value, into reduced_ (all invocations must call it).
 void reduceHeads(float values[QH], bool isMax) {
   uint tid = gl_LocalInvocationID.x;
@@ -278,7 +260,7 @@ void main() {
       laneSum[h] = laneSum[h] * correction[h] + p;
       runningMax[h] = newMax;
     }
-    warpBarrier();  // the probabilities published
+    barrier();  // the probabilities published
 
     [[unroll]] for (uint h = 0; h < QH; ++h)
       [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] *= correction[h];
@@ -288,7 +270,7 @@ void main() {
         [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j)
           [[unroll]] for (uint h = 0; h < QH; ++h)
             acc[h][i] += laneScratch_[warp][h][keyGroup + j * KEY_GROUPS] * values[i][j];
-    warpBarrier();  // the probabilities are rewritten by the next round
+    barrier();  // the probabilities are rewritten by the next round
   }
   DIAG_EXIT(3, acc[0][0].x)
 
