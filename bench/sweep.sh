@@ -31,7 +31,7 @@ for line in open(sys.argv[1]):
         print(f"ERROR {r['args']}: {r['error']}")
         continue
     if r["kernel"] == "sync":
-        what = f"n {r['n']}, {r['phases']} phases, {r['workgroups']} x {r['workgroup_size']}" + (" empty" if r["empty"] else "")
+        what = f"n {r['n']}, {r['phases']} phases, {r['workgroups']} x {r['workgroup_size']}, {r['weight_copies']} W" + (" empty" if r["empty"] else "")
         print(f"sync             {what:40} {' '.join(r['defines']):28} dispatch {r['dispatch_us']:.2f} us, persistent {r['persistent_us']:.2f} us a phase")
         continue
     shape = {"matmul": lambda: f"T{r['tokens']} N{r['n']} K{r['k']} {r['tiling']}",

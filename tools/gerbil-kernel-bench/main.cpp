@@ -36,6 +36,7 @@ struct Options {
   std::vector<std::string> defines;
   plan::DType dtype = plan::DType::F16;
   bool statistics = false;
+  bool subgroupOps = true; // gemv and decode attention: reductions with subgroup operations
 };
 
 // Random f32 values, or 16-bit ones for f16 / bf16 buffers (finite, in [-1, 1]).
@@ -199,6 +200,9 @@ int main(int argc, char **argv) {
   app.add_flag("--statistics", options.statistics,
                "Add the driver's statistics of the compiled kernel (registers, spills...) where it has "
                "VK_KHR_pipeline_executable_properties");
+  app.add_flag(
+      "--no-subgroup-ops", [&](int64_t) { options.subgroupOps = false; },
+      "gemv, attention-decode: reductions through shared memory only (gerbilc --no-subgroup-ops)");
   app.add_option("--dtype", dtype, "Weight type")->check(CLI::IsMember({"f32", "f16", "bf16"}));
 
   int64_t tokens = 512, n = 4096, k = 4096;
@@ -265,6 +269,7 @@ int main(int argc, char **argv) {
   try {
     Bench bench(options);
     nlohmann::json out = {{"device", bench.info().name}, {"defines", options.defines}, {"dtype", dtype}};
+    if (!options.subgroupOps) out["subgroup_ops"] = false;
     if (syncCommand->parsed()) {
       sync.repeats = std::min(options.repeats, 200);
       sync.defines = options.defines;
@@ -305,6 +310,7 @@ int main(int argc, char **argv) {
       spec.eps = 1e-5;
       spec.split = split;
       spec.gateUp = gateUp;
+      spec.subgroupOps = options.subgroupOps;
       codegen::KernelSource source = codegen::gemvKernel(spec);
       std::vector<BindingData> data;
       for (const codegen::KernelBinding &b : source.bindings) {
@@ -351,7 +357,7 @@ int main(int argc, char **argv) {
                   {"tflops", 4.0 * keys * double(headDim) * double(heads) / (ms * 1e9)}});
     } else {
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
-      codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(spec, true);
+      codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(spec, options.subgroupOps);
       const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
       std::vector<BindingData> data = {{randomBytes(heads * headDim, plan::DType::F32, 1)},
                                        {randomBytes(cache, plan::DType::F32, 2), true},
