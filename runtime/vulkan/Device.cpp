@@ -654,6 +654,15 @@ void Buffer::release() {
   mapped_ = nullptr;
 }
 
+uint64_t Buffer::deviceAddress() const {
+  if (!ctx_ || !buffer_ || !ctx_->hasBufferDeviceAddresses())
+    throw VulkanError("a buffer's device address asked of a context without buffer device addresses");
+  VkBufferDeviceAddressInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO;
+  info.buffer = buffer_;
+  return vkGetBufferDeviceAddress(ctx_->device(), &info);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Devices
 
@@ -755,6 +764,8 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   // SPIR-V for Vulkan 1.0 declares storage buffers as Uniform + BufferBlock, which needs the uniform
   // variants.
   enabled12.uniformAndStorageBuffer8BitAccess = supported12.uniformAndStorageBuffer8BitAccess;
+  enabled12.bufferDeviceAddress = options.bufferDeviceAddress && supported12.bufferDeviceAddress;
+  bufferDeviceAddress_ = enabled12.bufferDeviceAddress;
   VkPhysicalDeviceVulkan11Features enabled11{};
   enabled11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   enabled11.pNext = &enabled12;
@@ -889,6 +900,7 @@ Buffer Context::createBuffer(uint64_t bytes, const std::string &what, bool hostV
   bufferInfo.size = size;
   bufferInfo.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                      VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (bufferDeviceAddress_) bufferInfo.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   bufferInfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkResult result = vkCreateBuffer(s.device, &bufferInfo, nullptr, &buffer.buffer_);
   if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) throw outOfMemory();
@@ -928,6 +940,10 @@ Buffer Context::createBuffer(uint64_t bytes, const std::string &what, bool hostV
     allocateInfo.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
     allocateInfo.allocationSize = requirements.size;
     allocateInfo.memoryTypeIndex = type;
+    VkMemoryAllocateFlagsInfo addressable{};
+    addressable.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO;
+    addressable.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    if (bufferDeviceAddress_) allocateInfo.pNext = &addressable;
     result = vkAllocateMemory(s.device, &allocateInfo, nullptr, &buffer.memory_);
     if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) continue;
     check(result, "vkAllocateMemory for '" + what + "' (" + mebibytes(size) + ")");

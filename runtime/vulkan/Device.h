@@ -75,6 +75,9 @@ struct ContextOptions {
   // Pipelines keep the driver's statistics of their compiled code (registers, spills, ...) where the device
   // has VK_KHR_pipeline_executable_properties: see PipelineStatistics.h.
   bool pipelineStatistics = false;
+  // Buffers whose device addresses shaders may take (Vulkan 1.2 bufferDeviceAddress), where the device has
+  // them: Buffer::deviceAddress. Off by default (plans bind descriptors).
+  bool bufferDeviceAddress = false;
 };
 
 class Context;
@@ -95,6 +98,9 @@ public:
   uint64_t size() const { return size_; }
   // The host mapping of a host-visible buffer, else nullptr.
   void *mappedData() const { return mapped_; }
+  // The buffer's device address, for a context made with bufferDeviceAddress on a device that has it;
+  // throws VulkanError otherwise.
+  uint64_t deviceAddress() const;
 
 private:
   friend class Context;
@@ -134,6 +140,8 @@ public:
   // Whether pipelines are created with their statistics (ContextOptions::pipelineStatistics, where the
   // device has them).
   bool capturesPipelineStatistics() const { return pipelineStatistics_; }
+  // Whether buffers have device addresses (ContextOptions::bufferDeviceAddress, where the device has them).
+  bool hasBufferDeviceAddresses() const { return bufferDeviceAddress_; }
 
   // hostVisible: memory the host maps (small per-step inputs written without a staging copy); device-local
   // host-visible memory is preferred where the device has it.
@@ -184,6 +192,7 @@ private:
   DeviceInfo info_;
   VkDevice device_ = VK_NULL_HANDLE;
   bool pipelineStatistics_ = false;
+  bool bufferDeviceAddress_ = false;
 };
 
 // Throws VulkanError("vulkan validation reported N errors") when the validation layer was on for `ctx` and

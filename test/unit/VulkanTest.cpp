@@ -257,6 +257,27 @@ TEST(VulkanBuffers, MoveTransfersOwnership) {
   EXPECT_EQ(survivor.handle(), VkBuffer(VK_NULL_HANDLE));
 }
 
+TEST(VulkanBuffers, DeviceAddressesWhereAsked) {
+  {
+    CONTEXT_OR_SKIP(plain, ContextOptions{});
+    EXPECT_FALSE(plain->hasBufferDeviceAddresses());
+    Buffer b = plain->createBuffer(64, "b");
+    EXPECT_THROW(b.deviceAddress(), VulkanError);
+  }
+  ContextOptions options;
+  options.bufferDeviceAddress = true;
+  CONTEXT_OR_SKIP(ctx, options);
+  if (!ctx->hasBufferDeviceAddresses()) GTEST_SKIP() << "no bufferDeviceAddress on " << ctx->info().name;
+  Buffer a = ctx->createBuffer(256, "a"), b = ctx->createBuffer(256, "b");
+  EXPECT_NE(a.deviceAddress(), 0u);
+  EXPECT_NE(a.deviceAddress(), b.deviceAddress());
+  // The buffers still work as descriptors' buffers.
+  std::vector<uint8_t> sent = bytePattern(256, 3), received(256);
+  ctx->upload(a, 0, sent.data(), 256);
+  ctx->download(a, 0, received.data(), 256);
+  EXPECT_EQ(sent, received);
+}
+
 TEST(VulkanBuffers, Fill) {
   CONTEXT_OR_SKIP(ctx, ContextOptions{});
   constexpr size_t n = 1000;

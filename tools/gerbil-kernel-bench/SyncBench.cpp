@@ -16,10 +16,31 @@ namespace {
 // phase.
 constexpr const char *kSyncKernel = R"glsl(#version 450
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_buffer_reference : enable
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x = WORKGROUP) in;
 
+#if SYNC_BDA
+// The buffers through their device addresses in the push constants instead of descriptors (the launch then
+// has no descriptor to fetch before the first load's address is known).
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer WeightsRef { uvec4 w_[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) VECTOR_QUALIFIER buffer VectorsRef { vec4 v_[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) VECTOR_QUALIFIER buffer ElementsRef { float e_[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile buffer SyncRef {
+  uint arrived_;
+  uint stalled_;
+};
+layout(push_constant) uniform Push {
+  uint first; uint count; uint copies; uint unused;
+  WeightsRef weights; VectorsRef vectors; ElementsRef elements; SyncRef sync;
+} push_;
+#define w_ push_.weights.w_
+#define v_ push_.vectors.v_
+#define e_ push_.elements.e_
+#define arrived_ push_.sync.arrived_
+#define stalled_ push_.sync.stalled_
+#else
 layout(std430, binding = 0) restrict readonly buffer Weights { uvec4 w_[]; };
 // Persistent: other workgroups wrote the input in this dispatch, so it is read past the caches that are
 // not coherent; across dispatches the barrier makes it visible.
@@ -29,6 +50,7 @@ layout(std430, binding = 1) VECTOR_QUALIFIER buffer Vectors { vec4 v_[]; };
 layout(std430, binding = 1) VECTOR_QUALIFIER buffer VectorElements { float e_[]; };
 layout(std430, binding = 2) coherent volatile buffer Sync { uint arrived_; uint stalled_; };
 layout(push_constant) uniform Push { uint first; uint count; uint copies; } push_;
+#endif
 
 const uint WARPS = WORKGROUP / SUBGROUP;
 const uint LOADS = N / 8u;
@@ -148,8 +170,10 @@ void main() {
 }
 )glsl";
 
+// The kernel's push constants; the addresses only under SYNC_BDA.
 struct Push {
-  uint32_t first, count, copies;
+  uint32_t first, count, copies, unused = 0;
+  uint64_t weights = 0, vectors = 0, elements = 0, sync = 0;
 };
 
 std::vector<uint8_t> randomHalfMatrices(uint32_t n, uint32_t copies) {
@@ -235,11 +259,11 @@ public:
       ctx_.resetTimestamps(cmd, 2);
       ctx_.writeTimestamp(cmd, 0);
       if (persistent) {
-        Push push{0, o_.phases, copies_};
+        Push push = addressed({0, o_.phases, copies_});
         ctx_.dispatch(cmd, pipeline, set, &push, sizeof push, o_.workgroups, 1, 1);
       } else {
         for (uint32_t p = 0; p < o_.phases; ++p) {
-          Push push{p, 1, copies_};
+          Push push = addressed({p, 1, copies_});
           ctx_.dispatch(cmd, pipeline, set, &push, sizeof push, o_.workgroups, 1, 1);
           ctx_.computeBarrier(cmd);
         }
@@ -271,6 +295,17 @@ public:
     return !o_.empty && std::none_of(o_.defines.begin(), o_.defines.end(), diagnosis);
   }
   uint32_t rows() const { return rows_; }
+
+  // `push` with the buffers' device addresses where the kernel takes them (SYNC_BDA).
+  Push addressed(Push push) const {
+    auto bda = [](const std::string &d) {
+      return d.rfind("SYNC_BDA", 0) == 0 && d.find("=0") == std::string::npos;
+    };
+    if (std::none_of(o_.defines.begin(), o_.defines.end(), bda)) return push;
+    push.weights = weights_.deviceAddress(), push.vectors = push.elements = vectors_.deviceAddress();
+    push.sync = sync_.deviceAddress();
+    return push;
+  }
   uint32_t copies() const { return copies_; }
 
 private:

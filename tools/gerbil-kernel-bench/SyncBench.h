@@ -30,7 +30,8 @@ struct SyncOptions {
   // #defines for the kernel: SYNC_NO_W=1 (no weight loads), SYNC_NO_X=1 (no input read), SYNC_NO_STORE=1
   // (no result stored), SYNC_NO_REDUCE=1 (no subgroupAdd) and SYNC_STORE_ONE=1 (one element stored) take
   // one part out of a phase, SYNC_GUARD_STORE=1 adds a store that never happens (the result check is then
-  // skipped); SYNC_PREFETCH_NEXT=1 has each
+  // skipped); SYNC_BDA=1 reaches the buffers through device addresses in the push constants (a context made
+  // with bufferDeviceAddress); SYNC_PREFETCH_NEXT=1 has each
   // dispatch also load the next phase's weights (into the L2), as a kernel could for the one after it.
   std::vector<std::string> defines;
 };

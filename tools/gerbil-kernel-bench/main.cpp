@@ -75,6 +75,7 @@ public:
     context.deviceIndex = options.device;
     context.extensions = {"VK_NV_cooperative_matrix"};
     context.pipelineStatistics = options.statistics;
+    context.bufferDeviceAddress = true; // sync's SYNC_BDA variant
     ctx_ = std::make_unique<vk::Context>(context);
   }
 
