@@ -62,7 +62,7 @@ uint warpIndex() { return gl_WorkGroupID.x * WARPS + gl_SubgroupID; }
 uint warpCount() { return gl_NumWorkGroups.x * WARPS; }
 
 void prefetch(uint phase) {
-#if !EMPTY
+#if !EMPTY && !SYNC_SKIP_PREFETCH
   uint base = (phase % push_.copies) * (N * LOADS);
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     uint row = min(warpIndex() + r * warpCount(), N - 1u);
@@ -82,7 +82,7 @@ float dot8(uvec4 q, vec4 a, vec4 b) {
 }
 
 void compute(uint phase) {
-#if !EMPTY
+#if !EMPTY && !SYNC_SKIP_COMPUTE
   uint in4 = (phase & 1u) * (N / 4u), out0 = N - (phase & 1u) * N;
   vec4 xa[PER_LANE], xb[PER_LANE];
   [[unroll]] for (uint i = 0u; i < PER_LANE; ++i) {
@@ -138,8 +138,23 @@ void wait(uint target) {
 
 void main() {
 #if SYNC_GUARD_STORE
-  // A store that never happens and that the compiler cannot rule out (latency diagnosis, with --empty).
+  // A store that never happens and that the compiler cannot rule out (latency diagnosis, with --empty); its
+  // index or value takes one built-in each: 1 the global invocation, 2 the workgroup count, 3 the subgroup,
+  // 4 subgroupElect, 5 the lane, 6 a subgroupAdd.
+#if SYNC_GUARD_STORE == 2
+  if (push_.copies == 0u) e_[gl_WorkGroupID.x * gl_NumWorkGroups.x] = 0.0;
+#elif SYNC_GUARD_STORE == 3
+  if (push_.copies == 0u) e_[gl_SubgroupID] = 0.0;
+#elif SYNC_GUARD_STORE == 4
+  if (push_.copies == 0u && subgroupElect()) e_[gl_GlobalInvocationID.x] = 0.0;
+#elif SYNC_GUARD_STORE == 5
+  if (push_.copies == 0u) e_[gl_SubgroupInvocationID] = 0.0;
+#elif SYNC_GUARD_STORE == 6
+  float one = subgroupAdd(1.0 + float(gl_LocalInvocationIndex));
+  if (push_.copies == 0u) e_[gl_GlobalInvocationID.x] = one;
+#else
   if (push_.copies == 0u) e_[gl_GlobalInvocationID.x] = 0.0;
+#endif
 #endif
   prefetch(push_.first);
 #if PERSISTENT
@@ -243,6 +258,16 @@ public:
                          "u\n#define SUBGROUP " + std::to_string(subgroup_) + "u\n#define EMPTY " +
                          (o_.empty ? "1" : "0") + "\n#define PERSISTENT " + (persistent ? "1" : "0") +
                          "\n#define VECTOR_QUALIFIER " + (persistent ? "coherent" : "") + "\n";
+    // --define NAME=VALUE, then 0 for the diagnosis switches not given.
+    for (const std::string &d : o_.defines) {
+      size_t eq = d.find('=');
+      source += "#define " + d.substr(0, eq) + " " + (eq == std::string::npos ? "1" : d.substr(eq + 1)) + "\n";
+    }
+    for (const char *name : {"SYNC_NO_W", "SYNC_NO_X", "SYNC_NO_STORE", "SYNC_NO_REDUCE", "SYNC_STORE_ONE",
+                             "SYNC_GUARD_STORE", "SYNC_PREFETCH_NEXT", "SYNC_BDA", "SYNC_SKIP_PREFETCH",
+                             "SYNC_SKIP_COMPUTE"})
+      if (source.find(std::string("#define ") + name + " ") == std::string::npos)
+        source += std::string("#define ") + name + " 0\n";
     std::string glsl = kSyncKernel;
     glsl.insert(glsl.find('\n') + 1, source); // after #version
     vk::Pipeline pipeline =
@@ -289,7 +314,7 @@ public:
   bool checked() const {
     auto diagnosis = [](const std::string &d) {
       return (d.rfind("SYNC_NO_", 0) == 0 || d.rfind("SYNC_STORE_ONE", 0) == 0 ||
-              d.rfind("SYNC_GUARD_STORE", 0) == 0) &&
+              d.rfind("SYNC_GUARD_STORE", 0) == 0 || d.rfind("SYNC_SKIP_", 0) == 0) &&
              d.find("=0") == std::string::npos;
     };
     return !o_.empty && std::none_of(o_.defines.begin(), o_.defines.end(), diagnosis);
