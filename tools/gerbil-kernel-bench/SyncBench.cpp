@@ -1,5 +1,7 @@
 #include "tools/gerbil-kernel-bench/SyncBench.h"
 
+#include "runtime/vulkan/PipelineStatistics.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -272,6 +274,10 @@ public:
     glsl.insert(glsl.find('\n') + 1, source); // after #version
     vk::Pipeline pipeline =
         ctx_.createPipeline(compiler_.compile(glsl, "sync bench"), 3, sizeof(Push), "sync bench");
+    // The driver's statistics of each way's kernel (where the context captures them: --statistics).
+    for (const vk::PipelineStatistic &st : vk::pipelineStatistics(ctx_, pipeline))
+      statistics_[std::string(persistent ? "persistent " : "dispatch ") + st.executable + ": " + st.name] =
+          st.value;
     VkDescriptorSet set = ctx_.createDescriptorSet(pipeline, {{weights_.handle(), 0, weights_.size()},
                                                               {vectors_.handle(), 0, vectors_.size()},
                                                               {sync_.handle(), 0, sync_.size()}});
@@ -320,6 +326,7 @@ public:
     return !o_.empty && std::none_of(o_.defines.begin(), o_.defines.end(), diagnosis);
   }
   uint32_t rows() const { return rows_; }
+  const nlohmann::json &statistics() const { return statistics_; }
 
   // `push` with the buffers' device addresses where the kernel takes them (SYNC_BDA).
   Push addressed(Push push) const {
@@ -354,6 +361,7 @@ private:
   uint32_t subgroup_ = 0, warps_ = 0, rows_ = 0, copies_ = 0;
   std::vector<uint8_t> weightsHost_;
   std::vector<float> x0_, expected_;
+  nlohmann::json statistics_ = nlohmann::json::object();
   vk::Buffer weights_, vectors_, sync_;
 };
 
@@ -375,6 +383,7 @@ nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler,
                         {"dispatch_us", dispatchUs},
                         {"persistent_us", persistentUs}};
   out["checked"] = run.checked();
+  if (options.statistics) out["statistics"] = run.statistics();
   if (!options.empty) {
     out["dispatch_gb_per_s"] = phaseBytes / (dispatchUs * 1e3);
     out["persistent_gb_per_s"] = phaseBytes / (persistentUs * 1e3);

@@ -27,6 +27,7 @@ struct SyncOptions {
   bool empty = false;  // no gemv: the ordering alone
   uint32_t copies = 0; // weight matrices the phases rotate over (0: up to 256 MiB of them, past the L2)
   int repeats = 20;
+  bool statistics = false; // add each way's driver statistics (the context must capture them)
   // #defines for the kernel: SYNC_NO_W=1 (no weight loads), SYNC_NO_X=1 (no input read), SYNC_NO_STORE=1
   // (no result stored), SYNC_NO_REDUCE=1 (no subgroupAdd) and SYNC_STORE_ONE=1 (one element stored) take
   // one part out of a phase, SYNC_GUARD_STORE=1 adds a store that never happens (the result check is then

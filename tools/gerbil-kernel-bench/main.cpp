@@ -274,6 +274,7 @@ int main(int argc, char **argv) {
     if (syncCommand->parsed()) {
       sync.repeats = std::min(options.repeats, 200);
       sync.defines = options.defines;
+      sync.statistics = options.statistics;
       out.update(bench::runSyncBench(bench.context(), bench.compiler(), sync));
     } else if (matmul->parsed()) {
       const mlir::gerbil::TargetProfile profile = bench.target(target);
@@ -377,7 +378,7 @@ int main(int argc, char **argv) {
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     }
-    if (options.statistics) out["statistics"] = bench.statistics();
+    if (options.statistics && !syncCommand->parsed()) out["statistics"] = bench.statistics();
     std::cout << out.dump() << std::endl;
     return 0;
   } catch (const std::exception &e) {
