@@ -54,6 +54,9 @@ layout(std430, binding = 2) coherent volatile buffer Sync { uint arrived_; uint 
 layout(push_constant) uniform Push { uint first; uint count; uint copies; } push_;
 #endif
 
+#ifndef SYNC_POLL
+#define SYNC_POLL arrived_
+#endif
 const uint WARPS = WORKGROUP / SUBGROUP;
 const uint LOADS = N / 8u;
 const uint PER_LANE = (LOADS + SUBGROUP - 1u) / SUBGROUP;
@@ -128,11 +131,11 @@ void arrive() {
 void wait(uint target) {
   if (gl_LocalInvocationIndex == 0u) {
     uint spins = 0u;
-    while (arrived_ < target)
-      if (++spins == 16777216u) {
-        stalled_ = 1u;
-        break;
-      }
+    while (SYNC_POLL < target)
+      if (++spins == 16777216u) break;
+    // Also where the driver cut the loop short: lavapipe ends any loop after 65535 iterations (gallivm's
+    // loop limiter), which a wait longer than that (another process holding the CPUs) runs into.
+    if (arrived_ < target) stalled_ = 1u;
   }
   barrier();
   memoryBarrierBuffer();
@@ -305,9 +308,11 @@ public:
       uint32_t stalled = 0;
       ctx_.download(sync_, 4, &stalled, 4);
       if (stalled)
-        throw std::runtime_error("the persistent grid of " + std::to_string(o_.workgroups) +
-                                 " workgroups stalled at a grid barrier: the device does not keep them all "
-                                 "resident (lower --workgroups)");
+        throw std::runtime_error(
+            "the persistent grid of " + std::to_string(o_.workgroups) +
+            " workgroups left a grid barrier before all had arrived: the device does not "
+            "keep them all resident (lower --workgroups), or it cut the wait short (lavapipe "
+            "ends a loop after 65535 iterations)");
       if (r >= 0) us.push_back(static_cast<double>(ns[1] - ns[0]) / 1e3 / o_.phases);
       if (r == o_.repeats - 1 && checked()) error = maxError();
     }
