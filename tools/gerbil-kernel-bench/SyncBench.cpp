@@ -141,7 +141,24 @@ void wait(uint target) {
   memoryBarrierBuffer();
 }
 
+// SYNC_CODE=n (with SYNC_CODE_UNROLLED 0 or 1): n dependent multiply-adds before the phase, as a loop of
+// a few instructions or unrolled into n of them, to tell the cost of a kernel's code size at its launch
+// (instruction fetch) from that of executing it.
+float codeBlock() {
+  float v = float(gl_LocalInvocationIndex) * 1e-3;
+#if SYNC_CODE_UNROLLED
+  [[unroll]]
+#else
+  [[dont_unroll]]
+#endif
+  for (uint i = 0u; i < SYNC_CODE; ++i) v = v * 0.999 + 1e-4;
+  return v;
+}
+
 void main() {
+#if SYNC_CODE > 0
+  if (codeBlock() == -1.0 && push_.copies == 0u) e_[0] = 0.0;  // never: keeps the code
+#endif
 #if SYNC_GUARD_STORE
   // A store that never happens and that the compiler cannot rule out (latency diagnosis, with --empty); its
   // index or value takes one built-in each: 1 the global invocation, 2 the workgroup count, 3 the subgroup,
@@ -270,7 +287,7 @@ public:
     }
     for (const char *name : {"SYNC_NO_W", "SYNC_NO_X", "SYNC_NO_STORE", "SYNC_NO_REDUCE", "SYNC_STORE_ONE",
                              "SYNC_GUARD_STORE", "SYNC_PREFETCH_NEXT", "SYNC_BDA", "SYNC_SKIP_PREFETCH",
-                             "SYNC_SKIP_COMPUTE"})
+                             "SYNC_SKIP_COMPUTE", "SYNC_CODE", "SYNC_CODE_UNROLLED"})
       if (source.find(std::string("#define ") + name + " ") == std::string::npos)
         source += std::string("#define ") + name + " 0\n";
     std::string glsl = kSyncKernel;

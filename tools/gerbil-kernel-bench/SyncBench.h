@@ -33,7 +33,8 @@ struct SyncOptions {
   // one part out of a phase, SYNC_GUARD_STORE=1 adds a store that never happens (the result check is then
   // skipped); SYNC_BDA=1 reaches the buffers through device addresses in the push constants (a context made
   // with bufferDeviceAddress); SYNC_POLL=EXPR is what the grid barrier's wait reads (default arrived_, a
-  // plain coherent load; atomicAdd(arrived_,0u) polls with atomics); SYNC_PREFETCH_NEXT=1 has each
+  // plain coherent load; atomicAdd(arrived_,0u) polls with atomics); SYNC_CODE=n adds n dependent
+  // multiply-adds, as a loop or (SYNC_CODE_UNROLLED=1) as n instructions; SYNC_PREFETCH_NEXT=1 has each
   // dispatch also load the next phase's weights (into the L2), as a kernel could for the one after it.
   std::vector<std::string> defines;
 };
