@@ -8,204 +8,21 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+const std::vector<std::pair<std::string_view, std::string_view>> &syncBenchKernelSources();
 
 namespace gerbil::bench {
 namespace {
 
-// Each subgroup (warp) owns rows warp, warp + warps, ... (ROWS of them) and keeps their f16 weights in
-// registers: PER_LANE 16-byte loads a row and lane. x and y are the two halves of `vectors`, swapped every
-// phase.
-constexpr const char *kSyncKernel = R"glsl(#version 450
-#extension GL_EXT_control_flow_attributes : require
-#extension GL_EXT_buffer_reference : enable
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
-layout(local_size_x = WORKGROUP) in;
-
-#if SYNC_BDA
-// The buffers through their device addresses in the push constants instead of descriptors (the launch then
-// has no descriptor to fetch before the first load's address is known).
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer WeightsRef { uvec4 w_[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) VECTOR_QUALIFIER buffer VectorsRef { vec4 v_[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) VECTOR_QUALIFIER buffer ElementsRef { float e_[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile buffer SyncRef {
-  uint arrived_;
-  uint stalled_;
-};
-layout(push_constant) uniform Push {
-  uint first; uint count; uint copies; uint unused;
-  WeightsRef weights; VectorsRef vectors; ElementsRef elements; SyncRef sync;
-} push_;
-#define w_ push_.weights.w_
-#define v_ push_.vectors.v_
-#define e_ push_.elements.e_
-#define arrived_ push_.sync.arrived_
-#define stalled_ push_.sync.stalled_
-#else
-layout(std430, binding = 0) restrict readonly buffer Weights { uvec4 w_[]; };
-// Persistent: other workgroups wrote the input in this dispatch, so it is read past the caches that are
-// not coherent; across dispatches the barrier makes it visible.
-layout(std430, binding = 1) VECTOR_QUALIFIER buffer Vectors { vec4 v_[]; };
-// The same, element by element: a store of one component through v_ may be a read-modify-write of all four,
-// which would lose the neighbours' results that other workgroups store at the same time.
-layout(std430, binding = 1) VECTOR_QUALIFIER buffer VectorElements { float e_[]; };
-layout(std430, binding = 2) coherent volatile buffer Sync { uint arrived_; uint stalled_; };
-layout(push_constant) uniform Push { uint first; uint count; uint copies; } push_;
-#endif
-
-#ifndef SYNC_POLL
-#define SYNC_POLL arrived_
-#endif
-const uint WARPS = WORKGROUP / SUBGROUP;
-const uint LOADS = N / 8u;
-const uint PER_LANE = (LOADS + SUBGROUP - 1u) / SUBGROUP;
-
-uvec4 w[ROWS][PER_LANE];
-
-uint warpIndex() { return gl_WorkGroupID.x * WARPS + gl_SubgroupID; }
-uint warpCount() { return gl_NumWorkGroups.x * WARPS; }
-
-void prefetch(uint phase) {
-#if !EMPTY && !SYNC_SKIP_PREFETCH
-  uint base = (phase % push_.copies) * (N * LOADS);
-  [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    uint row = min(warpIndex() + r * warpCount(), N - 1u);
-    [[unroll]] for (uint i = 0u; i < PER_LANE; ++i)
-#if SYNC_NO_W
-      w[r][i] = uvec4(0x3c003c00u);  // weights of 1.0 instead of loads (latency diagnosis)
-#else
-      w[r][i] = w_[base + row * LOADS + min(gl_SubgroupInvocationID + i * SUBGROUP, LOADS - 1u)];
-#endif
-  }
-#endif
+// The kernel (sync.glsl, embedded at build time), with #defines inserted after its #version line.
+std::string_view syncKernel() {
+  for (const auto &[name, text] : syncBenchKernelSources())
+    if (name == "sync.glsl") return text;
+  throw std::runtime_error("sync.glsl is not embedded");
 }
-
-float dot8(uvec4 q, vec4 a, vec4 b) {
-  return dot(vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)), a) +
-         dot(vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w)), b);
-}
-
-void compute(uint phase) {
-#if !EMPTY && !SYNC_SKIP_COMPUTE
-  uint in4 = (phase & 1u) * (N / 4u), out0 = N - (phase & 1u) * N;
-  vec4 xa[PER_LANE], xb[PER_LANE];
-  [[unroll]] for (uint i = 0u; i < PER_LANE; ++i) {
-    uint k = min(gl_SubgroupInvocationID + i * SUBGROUP, LOADS - 1u);
-#if SYNC_NO_X
-    xa[i] = vec4(1.0), xb[i] = vec4(1.0);  // no read of the previous phase's result (latency diagnosis)
-#else
-    xa[i] = v_[in4 + 2u * k], xb[i] = v_[in4 + 2u * k + 1u];
-#endif
-  }
-  [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    float sum = 0.0;
-    [[unroll]] for (uint i = 0u; i < PER_LANE; ++i)
-      if (gl_SubgroupInvocationID + i * SUBGROUP < LOADS) sum += dot8(w[r][i], xa[i], xb[i]);
-#if !SYNC_NO_REDUCE
-    sum = subgroupAdd(sum);
-#endif
-    uint row = warpIndex() + r * warpCount();
-#if SYNC_NO_STORE
-    // Stored only under a condition that never holds and that the compiler cannot know (latency diagnosis).
-    if (subgroupElect() && row < N && push_.copies == 0u) e_[out0 + row] = sum;
-#elif SYNC_STORE_ONE
-    if (subgroupElect() && row == 0u) e_[out0 + row] = sum;  // one store a phase (latency diagnosis)
-#else
-    if (subgroupElect() && row < N) e_[out0 + row] = sum;
-#endif
-  }
-#endif
-}
-
-// The grid barrier in two halves: a workgroup arrives once its writes are out, and waits later until all
-// `target` arrivals are in, so that what it does between them (its next weights' loads) overlaps the
-// wait. A memory barrier waits for the workgroup's loads in flight, so none may be issued before arrive().
-// A bound on the polls turns a grid that is not all resident into an error.
-void arrive() {
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationIndex == 0u) atomicAdd(arrived_, 1u);
-}
-
-void wait(uint target) {
-  if (gl_LocalInvocationIndex == 0u) {
-    uint spins = 0u;
-    while (SYNC_POLL < target)
-      if (++spins == 16777216u) break;
-    // Also where the driver cut the loop short: lavapipe ends any loop after 65535 iterations (gallivm's
-    // loop limiter), which a wait longer than that (another process holding the CPUs) runs into.
-    if (arrived_ < target) stalled_ = 1u;
-  }
-  barrier();
-  memoryBarrierBuffer();
-}
-
-// SYNC_CODE=n (with SYNC_CODE_UNROLLED 0 or 1): n dependent multiply-adds before the phase, as a loop of
-// a few instructions or unrolled into n of them, to tell the cost of a kernel's code size at its launch
-// (instruction fetch) from that of executing it.
-float codeBlock() {
-  float v = float(gl_LocalInvocationIndex) * 1e-3;
-#if SYNC_CODE_UNROLLED
-  [[unroll]]
-#else
-  [[dont_unroll]]
-#endif
-  for (uint i = 0u; i < SYNC_CODE; ++i) v = v * 0.999 + 1e-4;
-  return v;
-}
-
-void main() {
-#if SYNC_CODE > 0
-  if (codeBlock() == -1.0 && push_.copies == 0u) e_[0] = 0.0;  // never: keeps the code
-#endif
-#if SYNC_GUARD_STORE
-  // A store that never happens and that the compiler cannot rule out (latency diagnosis, with --empty); its
-  // index or value takes one built-in each: 1 the global invocation, 2 the workgroup count, 3 the subgroup,
-  // 4 subgroupElect, 5 the lane, 6 a subgroupAdd.
-#if SYNC_GUARD_STORE == 2
-  if (push_.copies == 0u) e_[gl_WorkGroupID.x * gl_NumWorkGroups.x] = 0.0;
-#elif SYNC_GUARD_STORE == 3
-  if (push_.copies == 0u) e_[gl_SubgroupID] = 0.0;
-#elif SYNC_GUARD_STORE == 4
-  if (push_.copies == 0u && subgroupElect()) e_[gl_GlobalInvocationID.x] = 0.0;
-#elif SYNC_GUARD_STORE == 5
-  if (push_.copies == 0u) e_[gl_SubgroupInvocationID] = 0.0;
-#elif SYNC_GUARD_STORE == 6
-  float one = subgroupAdd(1.0 + float(gl_LocalInvocationIndex));
-  if (push_.copies == 0u) e_[gl_GlobalInvocationID.x] = one;
-#else
-  if (push_.copies == 0u) e_[gl_GlobalInvocationID.x] = 0.0;
-#endif
-#endif
-  prefetch(push_.first);
-#if PERSISTENT
-  for (uint p = 0u; p < push_.count; ++p) {
-    compute(push_.first + p);
-    if (p + 1u == push_.count) break;
-    arrive();
-    prefetch(push_.first + p + 1u);
-    wait((p + 1u) * gl_NumWorkGroups.x);
-  }
-#else
-#if SYNC_PREFETCH_NEXT
-  // The next phase's weights of the same rows, loaded into the L2 only: their sum decides a store that
-  // never happens, which the compiler cannot know, so the loads stay.
-  uint touched = 0u;
-  uint next = ((push_.first + 1u) % push_.copies) * (N * LOADS);
-  [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    uint row = min(warpIndex() + r * warpCount(), N - 1u);
-    [[unroll]] for (uint i = 0u; i < PER_LANE; ++i)
-      touched += w_[next + row * LOADS + min(gl_SubgroupInvocationID + i * SUBGROUP, LOADS - 1u)].x;
-  }
-#endif
-  compute(push_.first);
-#if SYNC_PREFETCH_NEXT
-  if (touched == 0x7fffffffu && push_.count == 0u) e_[0] = 0.0;
-#endif
-#endif
-}
-)glsl";
 
 // The kernel's push constants; the addresses only under SYNC_BDA.
 struct Push {
@@ -290,7 +107,7 @@ public:
                              "SYNC_SKIP_COMPUTE", "SYNC_CODE", "SYNC_CODE_UNROLLED"})
       if (source.find(std::string("#define ") + name + " ") == std::string::npos)
         source += std::string("#define ") + name + " 0\n";
-    std::string glsl = kSyncKernel;
+    std::string glsl(syncKernel());
     glsl.insert(glsl.find('\n') + 1, source); // after #version
     vk::Pipeline pipeline =
         ctx_.createPipeline(compiler_.compile(glsl, "sync bench"), 3, sizeof(Push), "sync bench");
