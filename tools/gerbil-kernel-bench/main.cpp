@@ -37,6 +37,8 @@ struct Options {
   plan::DType dtype = plan::DType::F16;
   bool statistics = false;
   bool subgroupOps = true; // gemv and decode attention: reductions with subgroup operations
+  bool bufferDeviceAddress =
+      false; // sync: its SYNC_BDA variant (the other kernels' buffers stay as plans have them)
 };
 
 // Random f32 values, or 16-bit ones for f16 / bf16 buffers (finite, in [-1, 1]).
@@ -75,7 +77,7 @@ public:
     context.deviceIndex = options.device;
     context.extensions = {"VK_NV_cooperative_matrix"};
     context.pipelineStatistics = options.statistics;
-    context.bufferDeviceAddress = true; // sync's SYNC_BDA variant
+    context.bufferDeviceAddress = options.bufferDeviceAddress;
     ctx_ = std::make_unique<vk::Context>(context);
   }
 
@@ -268,6 +270,7 @@ int main(int argc, char **argv) {
   options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;
 
   try {
+    options.bufferDeviceAddress = syncCommand->parsed();
     Bench bench(options);
     nlohmann::json out = {{"device", bench.info().name}, {"defines", options.defines}, {"dtype", dtype}};
     if (!options.subgroupOps) out["subgroup_ops"] = false;
