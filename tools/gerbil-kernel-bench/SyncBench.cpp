@@ -88,6 +88,12 @@ public:
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     x0_.resize(o.n);
     for (float &v : x0_) v = uniform(rng);
+    auto bda = [](const Define &d) { return d.first == "SYNC_BDA" && d.second != "0"; };
+    if (std::any_of(o.defines.begin(), o.defines.end(), bda)) {
+      addresses_.weights = weights_.deviceAddress();
+      addresses_.vectors = addresses_.elements = vectors_.deviceAddress();
+      addresses_.sync = sync_.deviceAddress();
+    }
   }
 
   // Median microseconds a phase over the repeats, and the last run's error against the host.
@@ -98,10 +104,7 @@ public:
                          (o_.empty ? "1" : "0") + "\n#define PERSISTENT " + (persistent ? "1" : "0") +
                          "\n#define VECTOR_QUALIFIER " + (persistent ? "coherent" : "") + "\n";
     // --define NAME=VALUE, then 0 for the diagnosis switches not given.
-    for (const std::string &d : o_.defines) {
-      size_t eq = d.find('=');
-      source += "#define " + d.substr(0, eq) + " " + (eq == std::string::npos ? "1" : d.substr(eq + 1)) + "\n";
-    }
+    for (const auto &[name, value] : o_.defines) source += "#define " + name + " " + value + "\n";
     for (const char *name : {"SYNC_NO_W", "SYNC_NO_X", "SYNC_NO_STORE", "SYNC_NO_REDUCE", "SYNC_STORE_ONE",
                              "SYNC_GUARD_STORE", "SYNC_PREFETCH_NEXT", "SYNC_BDA", "SYNC_SKIP_PREFETCH",
                              "SYNC_SKIP_COMPUTE", "SYNC_CODE", "SYNC_CODE_UNROLLED"})
@@ -127,12 +130,12 @@ public:
       ctx_.resetTimestamps(cmd, 2);
       ctx_.writeTimestamp(cmd, 0);
       if (persistent) {
-        Push push = addressed({0, o_.phases, copies_});
-        ctx_.dispatch(cmd, pipeline, set, &push, sizeof push, o_.workgroups, 1, 1);
+        Push all = push(0, o_.phases);
+        ctx_.dispatch(cmd, pipeline, set, &all, sizeof all, o_.workgroups, 1, 1);
       } else {
         for (uint32_t p = 0; p < o_.phases; ++p) {
-          Push push = addressed({p, 1, copies_});
-          ctx_.dispatch(cmd, pipeline, set, &push, sizeof push, o_.workgroups, 1, 1);
+          Push one = push(p, 1);
+          ctx_.dispatch(cmd, pipeline, set, &one, sizeof one, o_.workgroups, 1, 1);
           ctx_.computeBarrier(cmd);
         }
       }
@@ -155,27 +158,22 @@ public:
     return {us[us.size() / 2], error};
   }
 
-  // Whether the result is the chain's: with work, and no diagnosis define that leaves a read out.
+  // Whether the result is the chain's: with work, and no diagnosis define that leaves a part out.
   bool checked() const {
-    auto diagnosis = [](const std::string &d) {
-      return (d.rfind("SYNC_NO_", 0) == 0 || d.rfind("SYNC_STORE_ONE", 0) == 0 ||
-              d.rfind("SYNC_GUARD_STORE", 0) == 0 || d.rfind("SYNC_SKIP_", 0) == 0) &&
-             d.find("=0") == std::string::npos;
+    auto diagnosis = [](const Define &d) {
+      return d.second != "0" && (d.first.rfind("SYNC_NO_", 0) == 0 || d.first.rfind("SYNC_SKIP_", 0) == 0 ||
+                                 d.first == "SYNC_STORE_ONE" || d.first == "SYNC_GUARD_STORE");
     };
     return !o_.empty && std::none_of(o_.defines.begin(), o_.defines.end(), diagnosis);
   }
   uint32_t rows() const { return rows_; }
   const nlohmann::json &statistics() const { return statistics_; }
 
-  // `push` with the buffers' device addresses where the kernel takes them (SYNC_BDA).
-  Push addressed(Push push) const {
-    auto bda = [](const std::string &d) {
-      return d.rfind("SYNC_BDA", 0) == 0 && d.find("=0") == std::string::npos;
-    };
-    if (std::none_of(o_.defines.begin(), o_.defines.end(), bda)) return push;
-    push.weights = weights_.deviceAddress(), push.vectors = push.elements = vectors_.deviceAddress();
-    push.sync = sync_.deviceAddress();
-    return push;
+  // The push constants of `count` phases from `first`, with the buffers' addresses under SYNC_BDA.
+  Push push(uint32_t first, uint32_t count) const {
+    Push p = addresses_;
+    p.first = first, p.count = count, p.copies = copies_;
+    return p;
   }
   uint32_t copies() const { return copies_; }
 
@@ -202,6 +200,7 @@ private:
   std::vector<float> x0_, expected_;
   nlohmann::json statistics_ = nlohmann::json::object();
   vk::Buffer weights_, vectors_, sync_;
+  Push addresses_{}; // only its addresses: the buffers' under SYNC_BDA, else 0
 };
 
 } // namespace

@@ -10,11 +10,11 @@
 
 #include "compiler/codegen/ShaderCompiler.h"
 #include "runtime/vulkan/Device.h"
+#include "tools/gerbil-kernel-bench/Defines.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 namespace gerbil::bench {
@@ -36,7 +36,7 @@ struct SyncOptions {
   // plain coherent load; atomicAdd(arrived_,0u) polls with atomics); SYNC_CODE=n adds n dependent
   // multiply-adds, as a loop or (SYNC_CODE_UNROLLED=1) as n instructions; SYNC_PREFETCH_NEXT=1 has each
   // dispatch also load the next phase's weights (into the L2), as a kernel could for the one after it.
-  std::vector<std::string> defines;
+  std::vector<Define> defines;
 };
 
 // Runs both ways and returns {"dispatch_us", "persistent_us" (per phase, medians), "max_error", ...}.

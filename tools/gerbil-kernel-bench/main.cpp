@@ -15,6 +15,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
 #include "runtime/vulkan/PipelineStatistics.h"
+#include "tools/gerbil-kernel-bench/Defines.h"
 #include "tools/gerbil-kernel-bench/SyncBench.h"
 
 #include <CLI/CLI.hpp>
@@ -37,8 +38,8 @@ struct Options {
   plan::DType dtype = plan::DType::F16;
   bool statistics = false;
   bool subgroupOps = true; // gemv and decode attention: reductions with subgroup operations
-  bool bufferDeviceAddress =
-      false; // sync: its SYNC_BDA variant (the other kernels' buffers stay as plans have them)
+  // sync only, for its SYNC_BDA variant: the other kernels' buffers stay as plans allocate them.
+  bool bufferDeviceAddress = false;
 };
 
 // Random f32 values, or 16-bit ones for f16 / bf16 buffers (finite, in [-1, 1]).
@@ -98,9 +99,7 @@ public:
   double time(codegen::KernelSource source, const std::vector<BindingData> &data,
               std::array<uint32_t, 3> grid, uint32_t tokens) {
     // A --define of a name codegen defines replaces codegen's value (a second #define would not compile).
-    for (const std::string &d : options_.defines) {
-      size_t eq = d.find('=');
-      std::string name = d.substr(0, eq), value = eq == std::string::npos ? "1" : d.substr(eq + 1);
+    for (const auto &[name, value] : bench::parseDefines(options_.defines)) {
       auto same = [&](const auto &define) { return define.first == name; };
       if (auto it = std::find_if(source.defines.begin(), source.defines.end(), same); it != source.defines.end())
         it->second = value;
@@ -276,7 +275,7 @@ int main(int argc, char **argv) {
     if (!options.subgroupOps) out["subgroup_ops"] = false;
     if (syncCommand->parsed()) {
       sync.repeats = std::min(options.repeats, 200);
-      sync.defines = options.defines;
+      sync.defines = bench::parseDefines(options.defines);
       sync.statistics = options.statistics;
       out.update(bench::runSyncBench(bench.context(), bench.compiler(), sync));
     } else if (matmul->parsed()) {
