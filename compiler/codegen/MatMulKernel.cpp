@@ -46,13 +46,14 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     define("TILE_K", uintValue(t.tileK));
     define("WARPS_T", uintValue(t.warpsT));
     define("WARPS_N", uintValue(t.warpsN));
+    define("COOP_STAGES", std::to_string(t.stages)); // a plain integer: the kernel tests it with #if
     k.deviceExtensions = {"VK_NV_cooperative_matrix"};
     k.needsFloat16 = true;
     k.needsVulkanMemoryModel = true; // glslang compiles GL_NV_cooperative_matrix with it
     k.subgroupSize = 32;
-    // Two f16 slices of x and w (rows padded by 8 halves) and one f32 fragment per subgroup.
-    k.sharedMemoryBytes =
-        static_cast<uint32_t>(2 * (t.tileT + t.tileN) * (t.tileK + 8) * 2 + t.workgroup() / 32 * 16 * 16 * 4);
+    // `stages` f16 slices of x and w (rows padded by 8 halves) and one f32 fragment per subgroup.
+    k.sharedMemoryBytes = static_cast<uint32_t>(t.stages * (t.tileT + t.tileN) * (t.tileK + 8) * 2 +
+                                                t.workgroup() / 32 * 16 * 16 * 4);
     break;
   }
   }

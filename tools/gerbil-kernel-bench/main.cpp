@@ -304,7 +304,7 @@ int main(int argc, char **argv) {
                   {"tiling", profile.cooperativeMatrix
                                  ? std::to_string(t.tileT) + "x" + std::to_string(t.tileN) + "x" +
                                        std::to_string(t.tileK) + ":" + std::to_string(t.warpsT) + "x" +
-                                       std::to_string(t.warpsN)
+                                       std::to_string(t.warpsN) + (t.stages == 1 ? ":1" : "")
                                  : "tiled"},
                   {"ms", ms},
                   {"tflops", 2.0 * tokens * n * k / (ms * 1e9)}});

@@ -2,8 +2,10 @@
 // 12's glslang 12 compiles; it has no GL_KHR_cooperative_matrix). f16 inputs, f32 accumulators.
 // Each workgroup of WARPS_T × WARPS_N subgroups computes a TILE_T × TILE_N block of the result; each
 // subgroup a (TILE_T / WARPS_T) × (TILE_N / WARPS_N) block of FRAG × FRAG fragments. Slices TILE_K wide of
-// the x rows (converted to f16) and of the weight rows are staged in shared memory, double-buffered so that
-// the global loads of slice s + 1 overlap the products of slice s.
+// the x rows (converted to f16) and of the weight rows are staged in shared memory through registers: the
+// global loads of slice s + 1 are issued before the products of slice s. With COOP_STAGES 2 the slices
+// alternate between two buffers (one barrier a slice); with 1 there is one buffer, which the products must
+// finish with before it is rewritten (two barriers a slice, but room for tiles twice the size).
 // Grid (ceil(N / TILE_N), ceil(T / TILE_T), 1). Any T and N; K a multiple of 8 (16-byte weight loads).
 //
 // NORM_PROLOGUE (RMSNorm with weight g): the rows are normalised before they are rounded to f16 (an
@@ -24,6 +26,9 @@
 #ifndef MODE_QKV
 #define MODE_QKV 0
 #endif
+#ifndef COOP_STAGES
+#define COOP_STAGES 2
+#endif
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
 const uint WARP_T = TILE_T / WARPS_T, WARP_N = TILE_N / WARPS_N;  // one subgroup's block
@@ -39,8 +44,8 @@ const uint CHUNKS = TILE_K / 8u;  // 16-byte chunks per staged row
 #define FragB fcoopmatNV<16, gl_ScopeSubgroup, FRAG, FRAG>
 #define FragC fcoopmatNV<32, gl_ScopeSubgroup, FRAG, FRAG>
 
-shared uvec4 xTile_[2][TILE_T * ROW_WORDS];  // [token][k]: A, row-major
-shared uvec4 wTile_[2][TILE_N * ROW_WORDS];  // [n][k]: B, column-major
+shared uvec4 xTile_[COOP_STAGES][TILE_T * ROW_WORDS];  // [token][k]: A, row-major
+shared uvec4 wTile_[COOP_STAGES][TILE_N * ROW_WORDS];  // [n][k]: B, column-major
 // One 16 × 16 f32 fragment per subgroup, through which the epilogue writes the accumulators with bounds
 // checks and the residual. Until then its first TILE_T words hold the RMS scales of the tile's rows.
 shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
@@ -57,9 +62,13 @@ struct Staged {
   uvec4 w[W_CHUNKS];
 };
 
-// COOP_DIAG_NO_GLOBAL (gerbil-kernel-bench only): no global loads, to time the rest.
+// COOP_DIAG_NO_GLOBAL (gerbil-kernel-bench only): no global loads, to time the rest. COOP_DIAG_HALF_X: half
+// of each x chunk loaded (the other half a copy), to time x in f16 instead of f32. Both give wrong results.
 #ifndef COOP_DIAG_NO_GLOBAL
 #define COOP_DIAG_NO_GLOBAL 0
+#endif
+#ifndef COOP_DIAG_HALF_X
+#define COOP_DIAG_HALF_X 0
 #endif
 
 #if MODE_GATE_UP
@@ -85,7 +94,11 @@ void loadSlice(uint k0, out Staged st) {
     uint t = gl_WorkGroupID.y * TILE_T + row;
     bool live = t < step_.tokens && k < K;
     st.x[i][0] = live ? x_v4[(t * K + k) / 4u] : vec4(0.0);
+#if COOP_DIAG_HALF_X
+    st.x[i][1] = st.x[i][0];
+#else
     st.x[i][1] = live ? x_v4[(t * K + k) / 4u + 1u] : vec4(0.0);
+#endif
 #if NORM_PROLOGUE
     st.g[i][0] = g_v4[min(k, K - 8u) / 4u];
     st.g[i][1] = g_v4[min(k, K - 8u) / 4u + 1u];
@@ -213,13 +226,16 @@ void main() {
   storeSlice(0u, staged);
   barrier();
   for (uint s = 0; s < slices; ++s) {
-    uint current = s % 2u;
+    uint current = s % COOP_STAGES;
     bool more = s + 1u < slices;
     if (more) loadSlice((s + 1u) * TILE_K, staged);
     multiplySlice(current, acc, warpT, warpN);
-    // The other buffer was last read in iteration s - 1, which every invocation finished before the
-    // barrier that ended it.
-    if (more) storeSlice(1u - current, staged);
+#if COOP_STAGES == 1
+    barrier();  // every subgroup is done with the buffer before it is rewritten
+#endif
+    // With two buffers, the other one was last read in iteration s - 1, which every invocation finished
+    // before the barrier that ended it.
+    if (more) storeSlice((s + 1u) % COOP_STAGES, staged);
     barrier();
   }
 

@@ -110,7 +110,12 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
   const Shape shapes[] = {{1, 64, 64},    {7, 100, 72},    {64, 64, 64},
                           {65, 130, 160}, {130, 200, 256}, {512, 192, 512}};
   // The profile's tiling and larger ones to tune with (gerbilc --target nvidia:TxNxK:WTxWN).
-  const char *targets[] = {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x64x32:2x2", "nvidia:64x128x16:1x4"};
+  const char *targets[] = {"nvidia",
+                           "nvidia:128x128x32:2x4",
+                           "nvidia:128x64x32:2x2",
+                           "nvidia:64x128x16:1x4",
+                           "nvidia:128x256x32:2x4:1",
+                           "nvidia:128x128x64:2x2:1"};
   if (!hasCooperativeMatrix()) {
     // Every tiling and variant still compiles to valid SPIR-V and fits the 48 KiB of shared memory of the
     // devices that have the extension.

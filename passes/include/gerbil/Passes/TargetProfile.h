@@ -17,6 +17,7 @@ namespace mlir::gerbil {
 // computes tileT tokens × tileN outputs, stepping through K by tileK.
 struct CoopMatMulTiling {
   int64_t tileT, tileN, tileK, warpsT, warpsN;
+  int64_t stages = 2; // shared-memory buffers of the staged slices (matmul_coop.glsl's COOP_STAGES: 1 or 2)
   int64_t workgroup() const { return warpsT * warpsN * 32; }
 };
 
@@ -76,8 +77,9 @@ inline const TargetProfile *findTargetProfile(std::string_view name) {
 }
 
 // A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
-// its matmul tiling, "nvidia:TxNxK:WTxWN" (tokens × outputs × reduction step per workgroup, subgroups along
-// tokens × outputs; e.g. nvidia:128x128x32:2x4), to tune on a device. std::nullopt when it does not parse.
+// its matmul tiling, "nvidia:TxNxK:WTxWN[:S]" (tokens × outputs × reduction step per workgroup, subgroups
+// along tokens × outputs, optionally the staging buffers, 1 or 2 (default); e.g. nvidia:128x128x32:2x4 or
+// nvidia:128x256x32:2x4:1), to tune on a device. std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   size_t colon = spec.find(':');
   const TargetProfile *base = findTargetProfile(spec.substr(0, colon));
@@ -85,16 +87,19 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   TargetProfile profile = *base;
   if (colon == std::string_view::npos) return profile;
   if (!profile.cooperativeMatrix) return std::nullopt;
-  int64_t v[5];
-  int used = 0;
+  int64_t v[5], stages = 2;
+  int used = 0, usedWithStages = 0;
   std::string text(spec.substr(colon + 1));
-  if (std::sscanf(text.c_str(), "%ldx%ldx%ld:%ldx%ld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used) != 5 ||
-      used != static_cast<int>(text.size()))
+  if (std::sscanf(text.c_str(), "%ldx%ldx%ld:%ldx%ld%n:%ld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used,
+                  &stages, &usedWithStages) < 5)
+    return std::nullopt;
+  if (used != static_cast<int>(text.size()) && usedWithStages != static_cast<int>(text.size()))
     return std::nullopt;
   for (int64_t x : v)
     if (x <= 0 || x > 1024) return std::nullopt;
+  if (stages != 1 && stages != 2) return std::nullopt;
   profile.name = std::string(spec);
-  profile.coopTiling = {v[0], v[1], v[2], v[3], v[4]};
+  profile.coopTiling = {v[0], v[1], v[2], v[3], v[4], stages};
   profile.tilingGiven = true;
   return profile;
 }
