@@ -518,7 +518,7 @@ private:
     spec.biasA = bool(g.biases[0]), spec.biasB = bool(g.biases[1]), spec.biasC = g.qkv && g.biases[2];
     if (auto gelu = dyn_cast_or_null<gd::GELUOp>(g.activation))
       spec.gelu = true, spec.geluTanh = gelu.getTanhApproximation();
-    spec.coopTiling = gd::groupPrefillTiling(*profile_, !g.qkv, spec.n);
+    spec.coopTiling = gd::groupPrefillTiling(*profile_, !g.qkv, spec.n, spec.nK, spec.nV);
     KernelInstance k;
     k.source = matmulKernel(spec);
     requireFormedWorkgroup(k.source, dispatch.getWorkgroup(), "fusion group '" + label + "'");

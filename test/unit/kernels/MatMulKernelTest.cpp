@@ -240,7 +240,8 @@ protected:
 };
 
 TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
-  for (const char *target : {"nvidia", "nvidia:128x128x32:2x4"})
+  // The profile's tiling and those the catalog picks for wide projections (one staging buffer).
+  for (const char *target : {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1"})
     for (int variant = 0; variant < 4; ++variant) {
       MatMulSpec spec;
       spec.variant = codegen::MatMulVariant::Coop;

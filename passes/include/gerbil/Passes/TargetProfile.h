@@ -31,13 +31,19 @@ struct TargetProfile {
   bool tilingGiven = false;                  // --target named the tiling: every matmul uses it
 };
 
-// Wide matmuls (N >= 4096: q/o/gate/up/down of 7B-class models, gate/up of 1B-class ones, LM heads) get
-// 128 × 128 tiles with 8 subgroups: the H200 ran Llama-3-8B's 512-token prefill in 137 ms with them against
-// 202 ms with 64 × 64 ones. Narrow ones keep the profile's 64 × 64: 128 × 128 tiles of k/v projections or of
-// a 1B model's 2048-wide ones leave most multiprocessors idle (Llama-3.2-1B: 77 ms against 34 ms).
+// Wide matmuls (N >= 4096: q/o/down of 7B-class models) get 128 × 128 tiles with 8 subgroups: the H200 ran
+// Llama-3-8B's 512-token prefill in 137 ms with them against 202 ms with 64 × 64 ones. Wider ones (N > 4096:
+// grouped gate/up of all sizes, grouped q/k/v of 7B-class models) get 128 × 256 tiles with 8 subgroups of
+// 64 × 64 in one staging buffer (two do not fit in 48 KiB): 135 against 114 TFLOP/s for an 8B gate
+// matrix, 109 against 85 for its q/k/v (with the norm prologue, which they sum over half as often), and 144
+// against 124 for a 1B gate (sweep s); at N = 4096 their 16 columns leave half of the H200's 132
+// multiprocessors idle for 512 tokens (77 against 133). Narrow ones keep the profile's 64 × 64: 128 × 128
+// tiles of k/v projections or of a 1B model's 2048-wide ones leave most multiprocessors idle (Llama-3.2-1B:
+// 77 ms against 34 ms).
 inline constexpr int64_t kWideCoopMatMul = 4096;
 inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n) {
   if (profile.tilingGiven || n < kWideCoopMatMul) return profile.coopTiling;
+  if (n > kWideCoopMatMul) return {128, 256, 32, 2, 4, 1};
   return {128, 128, 32, 2, 4};
 }
 
