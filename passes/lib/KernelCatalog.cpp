@@ -81,7 +81,7 @@ KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) 
 }
 
 CoopMatMulTiling mlir::gerbil::groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t n,
-                                                   int64_t nK, int64_t nV) {
+                                                  int64_t nK, int64_t nV) {
   // Gate/up tiles hold gate and up rows of TILE_N / 2 outputs: tiled like a matmul of 2n rows; q/k/v like
   // one of all their rows.
   return coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV);
@@ -102,11 +102,11 @@ std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, c
       return std::nullopt;
   MLIRContext *ctx = group.getContext();
   int64_t n = rowWidth(projections.front()->getResult(0));
-  int64_t nK = qkv ? rowWidth(projections[1]->getResult(0)) : 0, nV = qkv ? rowWidth(projections[2]->getResult(0)) : 0;
+  int64_t nK = qkv ? rowWidth(projections[1]->getResult(0)) : 0,
+          nV = qkv ? rowWidth(projections[2]->getResult(0)) : 0;
   CoopMatMulTiling tiling = groupPrefillTiling(profile, gateUp, n, nK, nV);
   if (gateUp && (tiling.tileN / tiling.warpsN) % 32 != 0) return std::nullopt;
-  int64_t columns = gateUp ? coopGateUpColumns(tiling, n)
-                           : coopQKVColumns(tiling, n, nK, nV);
+  int64_t columns = gateUp ? coopGateUpColumns(tiling, n) : coopQKVColumns(tiling, n, nK, nV);
   AffineExpr tokens = getAffineSymbolExpr(0, ctx);
   KernelChoice c = choice(ctx, (kernel + kCoopSuffix).str(), tiling.workgroup(),
                           getAffineConstantExpr(columns, ctx), tokens.ceilDiv(tiling.tileT));

@@ -40,8 +40,8 @@ struct SyncOptions {
 };
 
 // Runs both ways and returns {"dispatch_us", "persistent_us" (per phase, medians), "max_error", ...}.
-// Throws std::runtime_error on a shape it cannot run, when the persistent grid stalled (2^20 polls), or when a result
-// is off by more than 1e-3 of its largest magnitude.
+// Throws std::runtime_error on a shape it cannot run, when the persistent grid stalled (2^20 polls), or when
+// a result is off by more than 1e-3 of its largest magnitude.
 nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler, const SyncOptions &options);
 
 } // namespace gerbil::bench
