@@ -285,7 +285,7 @@ int main(int argc, char **argv) {
       spec.eps = 1e-5;
       spec.variant =
           profile.cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
-      spec.coopTiling = mlir::gerbil::coopTilingFor(profile, n);
+      spec.coopTiling = mlir::gerbil::coopTilingFor(profile, n, k);
       codegen::KernelSource source = codegen::matmulKernel(spec);
       std::vector<BindingData> data;
       for (const codegen::KernelBinding &b : source.bindings) {
