@@ -370,7 +370,7 @@ private:
           if (spec.norm) spec.normWeight = operandDType(gd::outsideDispatch(m->getOperand(2)));
           bool coop = llvm::StringRef(family).ends_with(gd::kCoopSuffix);
           spec.variant = coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
-          if (coop) spec.coopTiling = mlir::gerbil::coopTilingFor(*profile_, spec.n);
+          if (coop) spec.coopTiling = mlir::gerbil::coopTilingFor(*profile_, spec.n, spec.k);
           takeLinearKernel(matmulKernel(spec));
         })
         .Case<gd::AddOp, gd::MulOp>([&](Operation *e) {
@@ -518,7 +518,7 @@ private:
     spec.biasA = bool(g.biases[0]), spec.biasB = bool(g.biases[1]), spec.biasC = g.qkv && g.biases[2];
     if (auto gelu = dyn_cast_or_null<gd::GELUOp>(g.activation))
       spec.gelu = true, spec.geluTanh = gelu.getTanhApproximation();
-    spec.coopTiling = gd::groupPrefillTiling(*profile_, !g.qkv, spec.n, spec.nK, spec.nV);
+    spec.coopTiling = gd::groupPrefillTiling(*profile_, !g.qkv, spec.k, spec.n, spec.nK, spec.nV);
     KernelInstance k;
     k.source = matmulKernel(spec);
     requireFormedWorkgroup(k.source, dispatch.getWorkgroup(), "fusion group '" + label + "'");

@@ -80,11 +80,11 @@ KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) 
   return decodeOnly(ctx, kGateUpKernel, shape.workgroup, ceilDiv(n, shape.outputs()));
 }
 
-CoopMatMulTiling mlir::gerbil::groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t n,
+CoopMatMulTiling mlir::gerbil::groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t k, int64_t n,
                                                   int64_t nK, int64_t nV) {
   // Gate/up tiles hold gate and up rows of TILE_N / 2 outputs: tiled like a matmul of 2n rows; q/k/v like
   // one of all their rows.
-  return coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV);
+  return coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
 }
 
 std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, const TargetProfile &profile) {
@@ -104,7 +104,7 @@ std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, c
   int64_t n = rowWidth(projections.front()->getResult(0));
   int64_t nK = qkv ? rowWidth(projections[1]->getResult(0)) : 0,
           nV = qkv ? rowWidth(projections[2]->getResult(0)) : 0;
-  CoopMatMulTiling tiling = groupPrefillTiling(profile, gateUp, n, nK, nV);
+  CoopMatMulTiling tiling = groupPrefillTiling(profile, gateUp, k, n, nK, nV);
   if (gateUp && (tiling.tileN / tiling.warpsN) % 32 != 0) return std::nullopt;
   int64_t columns = gateUp ? coopGateUpColumns(tiling, n) : coopQKVColumns(tiling, n, nK, nV);
   AffineExpr tokens = getAffineSymbolExpr(0, ctx);
@@ -152,7 +152,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         KernelChoice c = choice(ctx, family, kMatMulWorkgroup, constant(ceilDiv(n, kMatMulRows)),
                                 tokens.ceilDiv(kMatMulTokens));
         if (usesCoopMatMul(profile, k) && hasHalfWeights(mm)) {
-          CoopMatMulTiling tiling = coopTilingFor(profile, n);
+          CoopMatMulTiling tiling = coopTilingFor(profile, n, k);
           c = choice(ctx, family + kCoopSuffix, tiling.workgroup(), constant(coopTiles(tiling, n)),
                      tokens.ceilDiv(tiling.tileT));
         }

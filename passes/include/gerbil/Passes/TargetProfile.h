@@ -37,13 +37,15 @@ struct TargetProfile {
 // 64 × 64 in one staging buffer (two do not fit in 48 KiB): 135 against 114 TFLOP/s for an 8B gate
 // matrix, 109 against 85 for its q/k/v (with the norm prologue, which they sum over half as often), and 144
 // against 124 for a 1B gate (sweep s); at N = 4096 their 16 columns leave half of the H200's 132
-// multiprocessors idle for 512 tokens (77 against 133). Narrow ones keep the profile's 64 × 64: 128 × 128
-// tiles of k/v projections or of a 1B model's 2048-wide ones leave most multiprocessors idle (Llama-3.2-1B:
-// 77 ms against 34 ms).
-inline constexpr int64_t kWideCoopMatMul = 4096;
-inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n) {
+// multiprocessors idle for 512 tokens (77 against 133). In the model the 8B's q/k/v went 11.0 → 9.0 ms and
+// the 1B's gate/up 5.7 → 4.9 ms a prefill, but Qwen2.5-0.5B's gate/up (K = 896: 28 slices, too few to
+// cover the longer start of a workgroup that is alone on its multiprocessor) 3.3 → 3.5 ms, so they need K
+// >= 2048. Narrow ones keep the profile's 64 × 64: 128 × 128 tiles of k/v projections or of a 1B model's
+// 2048-wide ones leave most multiprocessors idle (Llama-3.2-1B: 77 ms against 34 ms).
+inline constexpr int64_t kWideCoopMatMul = 4096, kDeepCoopMatMul = 2048;
+inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
   if (profile.tilingGiven || n < kWideCoopMatMul) return profile.coopTiling;
-  if (n > kWideCoopMatMul) return {128, 256, 32, 2, 4, 1};
+  if (n > kWideCoopMatMul && k >= kDeepCoopMatMul) return {128, 256, 32, 2, 4, 1};
   return {128, 128, 32, 2, 4};
 }
 
