@@ -82,6 +82,10 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   for (const std::string &part : parts) weight(part.empty() ? "w" : "w_" + part);
   if (spec.norm)
     k.bindings.push_back({"g", Access::Read, spec.normWeight, spec.normWeight == plan::DType::F32});
+  if (spec.rowScales && !(spec.norm && spec.variant == MatMulVariant::Coop))
+    throw CodegenError("row scales are for the cooperative-matrix matmul's norm prologue");
+  define("ROW_SCALES", spec.rowScales ? "1" : "0");
+  if (spec.rowScales) k.bindings.push_back({"scales", Access::Read, plan::DType::F32, false});
   if (spec.mode == MatMulMode::GateUp) {
     bias("gate", spec.biasA);
     bias("up", spec.biasB);
@@ -107,6 +111,16 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   if (spec.norm && spec.normWeight != plan::DType::F32 && spec.variant == MatMulVariant::Coop)
     throw CodegenError("the cooperative-matrix matmul reads its norm weight as f32 vectors");
   return k;
+}
+
+KernelSource rowScalesKernel(int64_t k, double eps) {
+  KernelSource source;
+  source.templateFile = "row_scales.glsl";
+  source.workgroup = {kRowScalesWorkgroup, 1, 1};
+  source.defines = {{"K", uintValue(k)}, {"EPS", glslFloat(eps)}, {"K_VEC4", k % 4 == 0 ? "1" : "0"}};
+  source.bindings = {{"x", Access::Read, plan::DType::F32, k % 4 == 0}, {"result", Access::Write, plan::DType::F32, false}};
+  source.needsReduction = true;
+  return source;
 }
 
 std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {

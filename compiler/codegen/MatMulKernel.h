@@ -22,6 +22,9 @@ struct MatMulSpec {
   plan::DType weight = plan::DType::F32;
   plan::DType normWeight = plan::DType::F32;
   bool norm = false; // RMSNorm prologue with weight g
+  // Coop with norm: the rows' RMS scales come from binding "scales" (a rowScalesKernel launch before)
+  // instead of each workgroup summing the squares of its tile's rows.
+  bool rowScales = false;
   double eps = 0;
   bool residual = false;
   mlir::gerbil::CoopMatMulTiling coopTiling{}; // for MatMulVariant::Coop
@@ -33,14 +36,19 @@ struct MatMulSpec {
 };
 
 // Bindings in this order (then the state buffer, as for every kernel):
-//   Single: x, w, [g], [residual], result
-//   GateUp: x, w_gate, w_up, [g], [bias_gate], [bias_up], result
-//   QKV:    x, w_q, w_k, w_v, [g], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v
+//   Single: x, w, [g], [scales], [residual], result
+//   GateUp: x, w_gate, w_up, [g], [scales], [bias_gate], [bias_up], result
+//   QKV:    x, w_q, w_k, w_v, [g], [scales], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v
 // Throws CodegenError when the variant cannot take the shape (Coop needs K a multiple of 8; GateUp subgroup
 // blocks of whole gate/up fragment pairs).
 KernelSource matmulKernel(const MatMulSpec &spec);
 
 // Workgroups of the prefill variants for T tokens (the kernel catalog gives dispatch formation the same).
 std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens);
+
+// The RMS scales of a step's rows of x, k wide (row_scales.glsl), for a Coop matmul with rowScales.
+// Bindings: x, result (one float a row); grid (T, 1, 1).
+KernelSource rowScalesKernel(int64_t k, double eps);
+inline constexpr int64_t kRowScalesWorkgroup = 256;
 
 } // namespace gerbil::codegen

@@ -497,7 +497,9 @@ private:
 
   // Prefill of a fusion group on cooperative matrices (kernel "<group>_coop", gerbil::groupPrefillKernel):
   // the projections with their bias adds (and for gate/up the activation product) as one matmul_coop.glsl
-  // launch; the group's RoPE and KV-cache write after it, op by op.
+  // launch; the group's RoPE and KV-cache write after it, op by op. With an RMSNorm prologue, a row_scales
+  // launch before it sums each row's squares once, into the scratch, for all of its workgroup columns
+  // (each column summed its tile's rows again, which cost the 8B's q/k/v 13% on the H200).
   std::vector<plan::Dispatch> lowerGroupPrefill(gd::DispatchOp dispatch) {
     const std::string label = locationName(dispatch.getLoc()), family = dispatch.getKernel().str();
     GroupBody g = parseGroup(dispatch);
@@ -515,6 +517,7 @@ private:
       spec.eps = g.linear.getEps()->convertToDouble();
       spec.normWeight = operandDType(gd::outsideDispatch(g.linear.getNorm()));
     }
+    spec.rowScales = spec.norm;
     spec.biasA = bool(g.biases[0]), spec.biasB = bool(g.biases[1]), spec.biasC = g.qkv && g.biases[2];
     if (auto gelu = dyn_cast_or_null<gd::GELUOp>(g.activation))
       spec.gelu = true, spec.geluTanh = gelu.getTanhApproximation();
@@ -524,7 +527,23 @@ private:
     requireFormedWorkgroup(k.source, dispatch.getWorkgroup(), "fusion group '" + label + "'");
     const std::vector<std::string> parts =
         g.qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
+    std::vector<plan::Dispatch> out;
+    if (spec.rowScales) {
+      KernelInstance scales;
+      scales.source = rowScalesKernel(spec.k, spec.eps);
+      scales.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)}, {BindingSource::ScratchPartials, 0}};
+      scales.scratchPartialBytes = static_cast<uint64_t>(maxTokens_) * 4;
+      MLIRContext *ctx = dispatch.getContext();
+      AffineMap grid = AffineMap::get(
+          0, 1, {getAffineSymbolExpr(0, ctx), getAffineConstantExpr(1, ctx), getAffineConstantExpr(1, ctx)}, ctx);
+      out.push_back(finish(dispatch, scales, grid, "row_scales", label + ".row_scales", nullptr));
+      k.scratchPartialBytes = scales.scratchPartialBytes;
+    }
     for (const KernelBinding &b : k.source.bindings) {
+      if (b.name == "scales") {
+        k.origins.push_back({BindingSource::ScratchPartials, 0});
+        continue;
+      }
       Value v;
       if (b.name == "x")
         v = first->getOperand(0);
@@ -540,7 +559,7 @@ private:
       if (!v) throw CodegenError("fusion group '" + label + "': no value for binding '" + b.name + "'");
       k.origins.push_back({BindingSource::ValueOf, 0, v});
     }
-    std::vector<plan::Dispatch> out = {finish(dispatch, k, dispatch.getGrid(), family, label, nullptr)};
+    out.push_back(finish(dispatch, k, dispatch.getGrid(), family, label, nullptr));
     for (Operation &op : dispatch.getBody().front().without_terminator())
       if (isa<gd::RoPEOp, gd::KVAppendOp>(op)) out.push_back(lower(dispatch, &op, false));
     return out;

@@ -209,7 +209,7 @@ int main(int argc, char **argv) {
 
   int64_t tokens = 512, n = 4096, k = 4096;
   std::string target = "nvidia";
-  bool norm = false, residual = false;
+  bool norm = false, residual = false, rowScales = false;
   CLI::App *matmul =
       app.add_subcommand("matmul", "Prefill matmul (tiled, or cooperative-matrix for a coop target)");
   matmul->add_option("--tokens", tokens, "T");
@@ -217,6 +217,9 @@ int main(int argc, char **argv) {
   matmul->add_option("--k", k, "Reduction width");
   matmul->add_option("--target", target, "generic, or nvidia[:TxNxK:WTxWN]");
   matmul->add_flag("--norm", norm, "RMSNorm prologue");
+  matmul->add_flag("--row-scales", rowScales,
+                   "With --norm on a coop target: the rows' scales read from a buffer (a row_scales launch "
+                   "before, not timed) instead of summed by each workgroup");
   matmul->add_flag("--residual", residual, "Residual epilogue");
 
   CLI::App *gemv = app.add_subcommand("gemv", "Decode's one-token matmul");
@@ -282,14 +285,18 @@ int main(int argc, char **argv) {
       const mlir::gerbil::TargetProfile profile = bench.target(target);
       codegen::MatMulSpec spec;
       spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,
-      spec.eps = 1e-5;
+      spec.eps = 1e-5, spec.rowScales = rowScales;
       spec.variant =
           profile.cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
       spec.coopTiling = mlir::gerbil::coopTilingFor(profile, n, k);
       codegen::KernelSource source = codegen::matmulKernel(spec);
       std::vector<BindingData> data;
       for (const codegen::KernelBinding &b : source.bindings) {
-        size_t elements = b.name == "x" ? tokens * k : b.name == "w" ? n * k : b.name == "g" ? k : tokens * n;
+        size_t elements = b.name == "x"        ? tokens * k
+                          : b.name == "w"      ? n * k
+                          : b.name == "g"      ? k
+                          : b.name == "scales" ? tokens
+                                               : tokens * n;
         data.push_back(
             {randomBytes(elements, b.name == "w" ? options.dtype : plan::DType::F32, 7), b.name == "w"});
       }

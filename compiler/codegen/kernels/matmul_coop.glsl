@@ -10,7 +10,8 @@
 //
 // NORM_PROLOGUE (RMSNorm with weight g): the rows are normalised before they are rounded to f16 (an
 // unnormalised residual stream can exceed the f16 range), so the workgroup first sums the squares of its
-// TILE_T rows. RESIDUAL adds a residual as the result is written.
+// TILE_T rows, or with ROW_SCALES reads their scales, which a row_scales.glsl launch wrote (once a row
+// instead of once a workgroup column). RESIDUAL adds a residual as the result is written.
 //
 // The grouped projections of prefill (gerbil-group-qkv, gerbil-group-gate-up on the nvidia target) share the
 // staged x of a workgroup between their weights:
@@ -184,7 +185,11 @@ void main() {
 #endif
   uint warpT = warp / WARPS_N, warpN = warp % WARPS_N;
 
-#if NORM_PROLOGUE
+#if NORM_PROLOGUE && ROW_SCALES
+  for (uint r = gl_LocalInvocationIndex; r < TILE_T; r += WORKGROUP)
+    rowScale_[r] = load_scales(min(gl_WorkGroupID.y * TILE_T + r, step_.tokens - 1u));
+  barrier();
+#elif NORM_PROLOGUE
   // Each subgroup sums the squares of TILE_T / (WARPS_T · WARPS_N) rows, up to 32 16-byte loads per lane
   // in flight (a whole row of 4096, or several shorter rows): a loop that waited on each load would take
   // longer than the products.

@@ -49,6 +49,13 @@ inline double inverseRms(const float *row, int64_t k, double eps) {
   return 1.0 / std::sqrt(sumSquares / double(k) + eps);
 }
 
+// The inverse RMS of each of the t rows (k wide) of x, as row_scales.glsl writes them.
+inline std::vector<float> rowScales(const std::vector<float> &x, uint32_t t, int64_t k, double eps) {
+  std::vector<float> scales(t);
+  for (uint32_t row = 0; row < t; ++row) scales[row] = static_cast<float>(inverseRms(&x[row * k], k, eps));
+  return scales;
+}
+
 // The device, the shader compiler and the plumbing every kernel test shares: buffers in, one launch, results
 // out.
 class KernelTestBase : public ::testing::Test {

@@ -64,6 +64,7 @@ protected:
 
     std::vector<vk::Buffer> buffers = linearBuffers(x, packWeights(w, spec.weight), spec.norm ? &g : nullptr,
                                                     spec.residual ? &residual : nullptr, t * n);
+    if (spec.rowScales) buffers.insert(buffers.begin() + 3, upload(rowScales(x, t, k, spec.eps), "scales"));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
     run(spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel");
     std::vector<float> result = download(buffers[buffers.size() - 2], t * n);
@@ -128,6 +129,7 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
         spec.n = 1000;
         spec.weight = variant & 4 ? plan::DType::BF16 : plan::DType::F16;
         spec.norm = variant & 1;
+        spec.rowScales = spec.norm && (variant & 4);
         spec.residual = variant & 2;
         spec.eps = 1e-5;
         codegen::KernelSource source = codegen::matmulKernel(spec);
@@ -151,12 +153,38 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
           spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
           spec.weight = dtype;
           spec.norm = variant & 1;
+          spec.rowScales = spec.norm && s % 2 == 0; // the scales of a row_scales launch, or the prologue's
           spec.residual = variant & 2;
           spec.eps = 1e-5;
           check(spec, shape);
           if (IsSkipped()) return;
           ASSERT_FALSE(HasFatalFailure()) << target;
         }
+}
+
+// The row scales that the cooperative-matrix norm prologue reads: with vector and scalar loads, rows
+// shorter and longer than the workgroup, and a row of zeros (1 / sqrt(eps)).
+TEST_F(MatMulKernelTest, RowScalesMatchTheReference) {
+  for (int64_t k : {4l, 37l, 896l, 4096l}) {
+    const uint32_t t = 5;
+    std::mt19937 rng(static_cast<uint32_t>(k));
+    std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+    std::vector<float> x(t * k);
+    for (float &v : x) v = uniform(rng);
+    std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
+    const double eps = 1e-6;
+    codegen::KernelSource source = codegen::rowScalesKernel(k, eps);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "row scales test kernel");
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(x, "x"));
+    buffers.push_back(output(t, "result"));
+    buffers.push_back(state(0));
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+    run(spirv, buffers, {t, 1, 1}, t, "row scales test kernel");
+    std::vector<float> result = download(buffers[1], t), expected = rowScales(x, t, k, eps);
+    for (uint32_t row = 0; row < t; ++row)
+      EXPECT_NEAR(result[row], expected[row], 1e-5 * std::abs(expected[row])) << "K=" << k << ", row " << row;
+  }
 }
 
 // The grouped projections of prefill on cooperative matrices: gate/up with the activation of the gate times
@@ -210,6 +238,7 @@ protected:
       buffers.push_back(upload(packed.data(), packed.size(), "w"));
     }
     if (spec.norm) buffers.push_back(upload(g, "g"));
+    if (spec.rowScales) buffers.push_back(upload(rowScales(x, t, k, spec.eps), "scales"));
     for (size_t p = 0; p < rows.size(); ++p)
       if (biased[p]) buffers.push_back(upload(bias[p], "bias"));
     const size_t firstResult = buffers.size();
@@ -248,6 +277,7 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
       spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
       spec.weight = variant & 2 ? plan::DType::BF16 : plan::DType::F16;
       spec.norm = variant & 1;
+      spec.rowScales = variant == 3;
       spec.eps = 1e-5;
       spec.k = 200;
       spec.mode = MatMulMode::GateUp;
