@@ -50,6 +50,12 @@ const uint STAGE_VECS = KEY_GROUP_VECS > QH * DIM_VECS ? KEY_GROUP_VECS : QH * D
 #ifndef ATTENTION_DIAG_EXIT
 #define ATTENTION_DIAG_EXIT 0
 #endif
+// ATTENTION_DIAG_ONE_SPLIT (gerbil-kernel-bench only): the code that hands partials between splits left
+// out, as if every context fitted one split (wrong results past MIN_CHUNK positions): to tell what the
+// kernel's code size costs at launch from what it runs.
+#ifndef ATTENTION_DIAG_ONE_SPLIT
+#define ATTENTION_DIAG_ONE_SPLIT 0
+#endif
 #define DIAG_EXIT(n, value)                                                             \
   if (ATTENTION_DIAG_EXIT == n) {                                                       \
     if (gl_LocalInvocationID.x == 0u) store_result(gl_WorkGroupID.x * HEAD_DIM, value); \
@@ -313,13 +319,14 @@ void main() {
     for (uint w = 0u; w < WARPS; ++w) out_[j] += exp(warpMax_[w][h] - splitMax[h]) * stage_[w][i];
   }
 
-  if (activeSplits == 1u) {
+  if (activeSplits == 1u || ATTENTION_DIAG_ONE_SPLIT != 0) {
     [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
       uint i = tid + j * WORKGROUP;
       if (i < QH * DIM_VECS) storeOutput(head0, i, out_[j] / splitSum[i / DIM_VECS]);
     }
     return;
   }
+#if !ATTENTION_DIAG_ONE_SPLIT
 
   // Publish this split's partial, then count it in; the last split of x combines.
   [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
@@ -387,4 +394,5 @@ void main() {
     uint i = tid + j * WORKGROUP;
     if (i < QH * DIM_VECS) storeOutput(head0, i, out_[j]);
   }
+#endif
 }
