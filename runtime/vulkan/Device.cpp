@@ -794,6 +794,24 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     cooperativeMatrixNV.pNext = enabled.pNext;
     enabled.pNext = &cooperativeMatrixNV;
   }
+  // VK_EXT_shader_atomic_float: float atomicAdd on storage buffers (split reductions that accumulate into
+  // their result), the only feature of it that kernels use.
+  VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomicFloat{};
+  atomicFloat.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
+  if (std::any_of(extensionNames.begin(), extensionNames.end(), [](const char *e) {
+        return std::strcmp(e, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) == 0;
+      })) {
+    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT supportedAtomics{};
+    supportedAtomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
+    VkPhysicalDeviceFeatures2 query{};
+    query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    query.pNext = &supportedAtomics;
+    vkGetPhysicalDeviceFeatures2(s.physical, &query);
+    atomicFloat.shaderBufferFloat32AtomicAdd = supportedAtomics.shaderBufferFloat32AtomicAdd;
+    atomicFloat.pNext = enabled.pNext;
+    enabled.pNext = &atomicFloat;
+    bufferFloatAtomicAdd_ = atomicFloat.shaderBufferFloat32AtomicAdd;
+  }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executableInfo{};
   executableInfo.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
   if (options.pipelineStatistics &&

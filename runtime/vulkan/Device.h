@@ -142,6 +142,9 @@ public:
   bool capturesPipelineStatistics() const { return pipelineStatistics_; }
   // Whether buffers have device addresses (ContextOptions::bufferDeviceAddress, where the device has them).
   bool hasBufferDeviceAddresses() const { return bufferDeviceAddress_; }
+  // Whether kernels may atomicAdd floats in storage buffers (VK_EXT_shader_atomic_float requested in
+  // ContextOptions::extensions, where the device has it and its shaderBufferFloat32AtomicAdd).
+  bool hasBufferFloatAtomicAdd() const { return bufferFloatAtomicAdd_; }
 
   // hostVisible: memory the host maps (small per-step inputs written without a staging copy); device-local
   // host-visible memory is preferred where the device has it.
@@ -193,6 +196,7 @@ private:
   VkDevice device_ = VK_NULL_HANDLE;
   bool pipelineStatistics_ = false;
   bool bufferDeviceAddress_ = false;
+  bool bufferFloatAtomicAdd_ = false;
 };
 
 // Throws VulkanError("vulkan validation reported N errors") when the validation layer was on for `ctx` and
