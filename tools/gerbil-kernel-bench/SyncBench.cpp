@@ -12,14 +12,14 @@
 #include <utility>
 #include <vector>
 
-const std::vector<std::pair<std::string_view, std::string_view>> &syncBenchKernelSources();
+const std::vector<std::pair<std::string_view, std::string_view>> &benchKernelSources();
 
 namespace gerbil::bench {
 namespace {
 
 // The kernel (sync.glsl, embedded at build time), with #defines inserted after its #version line.
 std::string_view syncKernel() {
-  for (const auto &[name, text] : syncBenchKernelSources())
+  for (const auto &[name, text] : benchKernelSources())
     if (name == "sync.glsl") return text;
   throw std::runtime_error("sync.glsl is not embedded");
 }

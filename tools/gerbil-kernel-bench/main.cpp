@@ -7,6 +7,7 @@
 //   gerbil-kernel-bench gemv --n 4096 --k 14336
 //   gerbil-kernel-bench attention-decode --heads 32 --kv-heads 8 --head-dim 128 --position 255
 //   gerbil-kernel-bench sync --n 896 --phases 96 --workgroups 132   (SyncBench.h: what ordering costs)
+//   gerbil-kernel-bench mlp --hidden 896 --inter 4864   (MlpBench.h: the decode MLP as one launch)
 // --define NAME=VALUE adds a #define to the kernel (a variant the template reads with #ifndef defaults).
 #include "compiler/codegen/AttentionKernel.h"
 #include "compiler/codegen/GemvKernel.h"
@@ -16,6 +17,7 @@
 #include "runtime/vulkan/Device.h"
 #include "runtime/vulkan/PipelineStatistics.h"
 #include "tools/gerbil-kernel-bench/Defines.h"
+#include "tools/gerbil-kernel-bench/MlpBench.h"
 #include "tools/gerbil-kernel-bench/SyncBench.h"
 
 #include <CLI/CLI.hpp>
@@ -76,7 +78,7 @@ public:
   explicit Bench(const Options &options) : options_(options) {
     vk::ContextOptions context;
     context.deviceIndex = options.device;
-    context.extensions = {"VK_NV_cooperative_matrix"};
+    context.extensions = {"VK_NV_cooperative_matrix", "VK_EXT_shader_atomic_float"};
     context.pipelineStatistics = options.statistics;
     context.bufferDeviceAddress = options.bufferDeviceAddress;
     ctx_ = std::make_unique<vk::Context>(context);
@@ -268,6 +270,18 @@ int main(int argc, char **argv) {
   syncCommand->add_option(
       "--copies", sync.copies,
       "Weight matrices the phases rotate over (default: up to 256 MiB of them; 1: in L2)");
+  bench::MlpOptions mlp;
+  CLI::App *mlpCommand = app.add_subcommand(
+      "mlp", "A decode step's MLP (norm, gate/up, down with the residual) as one launch, with float atomics, "
+             "chained over phases");
+  mlpCommand->add_option("--hidden", mlp.hidden, "Hidden size (a multiple of 8)");
+  mlpCommand->add_option("--inter", mlp.inter, "Intermediate size");
+  mlpCommand->add_option("--slice", mlp.slice, "Intermediate rows a workgroup")->check(CLI::Range(1, 1024));
+  mlpCommand->add_option("--workgroup-size", mlp.workgroupSize, "Invocations a workgroup");
+  mlpCommand->add_option("--phases", mlp.phases, "Dependent phases a run chains")
+      ->check(CLI::Range(1, 100000));
+  mlpCommand->add_option("--copies", mlp.copies,
+                         "Weight sets the phases rotate over (default: up to 256 MiB of them; 1: in L2)");
   CLI11_PARSE(app, argc, argv);
   options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;
 
@@ -276,7 +290,11 @@ int main(int argc, char **argv) {
     Bench bench(options);
     nlohmann::json out = {{"device", bench.info().name}, {"defines", options.defines}, {"dtype", dtype}};
     if (!options.subgroupOps) out["subgroup_ops"] = false;
-    if (syncCommand->parsed()) {
+    if (mlpCommand->parsed()) {
+      mlp.repeats = std::min(options.repeats, 200);
+      mlp.defines = bench::parseDefines(options.defines);
+      out.update(bench::runMlpBench(bench.context(), bench.compiler(), mlp));
+    } else if (syncCommand->parsed()) {
       sync.repeats = std::min(options.repeats, 200);
       sync.defines = bench::parseDefines(options.defines);
       sync.statistics = options.statistics;

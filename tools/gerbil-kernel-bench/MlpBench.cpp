@@ -1,0 +1,205 @@
+#include "tools/gerbil-kernel-bench/MlpBench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+const std::vector<std::pair<std::string_view, std::string_view>> &benchKernelSources();
+
+namespace gerbil::bench {
+namespace {
+
+std::string_view mlpKernel() {
+  for (const auto &[name, text] : benchKernelSources())
+    if (name == "fused_mlp.glsl") return text;
+  throw std::runtime_error("fused_mlp.glsl is not embedded");
+}
+
+float half(const std::vector<uint16_t> &w, size_t i) {
+  _Float16 h;
+  std::memcpy(&h, &w[i], 2);
+  return static_cast<float>(h);
+}
+
+// `count` f16 values uniform in ±scale.
+std::vector<uint16_t> randomHalves(size_t count, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  std::vector<uint16_t> out(count);
+  for (uint16_t &v : out) {
+    _Float16 h = static_cast<_Float16>(uniform(rng));
+    std::memcpy(&v, &h, 2);
+  }
+  return out;
+}
+
+class MlpRun {
+public:
+  MlpRun(vk::Context &ctx, codegen::ShaderCompiler &compiler, const MlpOptions &o) : ctx_(ctx), o_(o) {
+    if (o.hidden % 8 != 0 || o.hidden == 0 || o.inter == 0 || o.slice == 0 || o.slice > 1024)
+      throw std::runtime_error("--hidden must be a positive multiple of 8, --inter and --slice (up to 1024) "
+                               "positive");
+    const uint32_t subgroup = ctx.info().subgroupSize;
+    if (subgroup == 0 || o.workgroupSize % subgroup != 0 || o.workgroupSize > 1024)
+      throw std::runtime_error("--workgroup-size must be a multiple of the subgroup size (" +
+                               std::to_string(subgroup) + ") up to 1024");
+    if (!ctx.hasBufferFloatAtomicAdd())
+      throw std::runtime_error(ctx.info().name +
+                               " has no float atomicAdd on buffers (VK_EXT_shader_atomic_float)");
+    const uint64_t setBytes = 3ull * o.inter * o.hidden * 2;
+    const uint64_t matrixBytes = uint64_t(o.inter) * o.hidden * 2;
+    const uint64_t budget = std::min<uint64_t>(256ull << 20, ctx.info().maxStorageBufferRange * 3);
+    copies_ = static_cast<uint32_t>(std::clamp<uint64_t>(budget / setBytes, 1, 4096));
+    copies_ = std::min(copies_, o.phases);
+    if (o.copies) copies_ = o.copies;
+    if (matrixBytes * copies_ > ctx.info().maxStorageBufferRange)
+      throw std::runtime_error("the weights exceed the device's storage buffer range: lower --copies");
+    // Gate and up keep the input's scale (±sqrt(3 / hidden)); down adds a tenth of it a phase.
+    const size_t elements = size_t(o.inter) * o.hidden * copies_;
+    gate_ = randomHalves(elements, std::sqrt(3.0f / o.hidden), 1);
+    up_ = randomHalves(elements, std::sqrt(3.0f / o.hidden), 2);
+    down_ = randomHalves(elements, 0.1f * std::sqrt(3.0f / o.inter), 3);
+    std::mt19937 rng(4);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    g_.resize(o.hidden);
+    for (float &v : g_) v = 1.0f + 0.25f * uniform(rng);
+    x0_.resize(o.hidden);
+    for (float &v : x0_) v = uniform(rng);
+
+    auto upload = [&](const void *data, uint64_t bytes, const char *name) {
+      vk::Buffer b = ctx.createBuffer(bytes, name);
+      ctx.upload(b, 0, data, bytes);
+      return b;
+    };
+    buffers_.push_back(upload(gate_.data(), gate_.size() * 2, "mlp gate"));
+    buffers_.push_back(upload(up_.data(), up_.size() * 2, "mlp up"));
+    buffers_.push_back(upload(down_.data(), down_.size() * 2, "mlp down"));
+    buffers_.push_back(upload(g_.data(), g_.size() * 4, "mlp norm"));
+    buffers_.push_back(ctx.createBuffer(uint64_t(o.hidden) * 3 * 4, "mlp vectors"));
+
+    std::string source = "#define HIDDEN " + std::to_string(o.hidden) + "u\n#define INTER " +
+                         std::to_string(o.inter) + "u\n#define SLICE " + std::to_string(o.slice) +
+                         "u\n#define WORKGROUP " + std::to_string(o.workgroupSize) + "u\n#define EPS 1e-6\n";
+    for (const auto &[name, value] : o.defines) source += "#define " + name + " " + value + "\n";
+    std::string glsl(mlpKernel());
+    glsl.insert(glsl.find('\n') + 1, source); // after #version
+    pipeline_ = ctx.createPipeline(compiler.compile(glsl, "fused mlp bench"), 6, 8, "fused mlp bench");
+    const vk::Buffer &v = buffers_[4];
+    set_ = ctx.createDescriptorSet(pipeline_, {{buffers_[0].handle(), 0, buffers_[0].size()},
+                                               {buffers_[1].handle(), 0, buffers_[1].size()},
+                                               {buffers_[2].handle(), 0, buffers_[2].size()},
+                                               {buffers_[3].handle(), 0, buffers_[3].size()},
+                                               {v.handle(), 0, v.size()},
+                                               {v.handle(), 0, v.size()}});
+  }
+
+  // Median microseconds a phase, and the last run's error against the host.
+  std::pair<double, double> run() {
+    const uint32_t groups = (o_.inter + o_.slice - 1) / o_.slice;
+    std::vector<float> start(size_t(o_.hidden) * 3, 0.0f);
+    std::copy(x0_.begin(), x0_.end(), start.begin());
+    std::vector<double> us;
+    double error = 0;
+    for (int r = -2; r < o_.repeats; ++r) { // two untimed runs first: clocks up, pipeline compiled
+      // Phase 0 accumulates into buffer 1, which must start at zero (later phases zero theirs).
+      ctx_.upload(buffers_[4], 0, start.data(), start.size() * 4);
+      VkCommandBuffer cmd = ctx_.beginCommands();
+      ctx_.resetTimestamps(cmd, 2);
+      ctx_.writeTimestamp(cmd, 0);
+      for (uint32_t p = 0; p < o_.phases; ++p) {
+        uint32_t push[2] = {p, copies_};
+        ctx_.dispatch(cmd, pipeline_, set_, push, sizeof push, groups, 1, 1);
+        ctx_.computeBarrier(cmd);
+      }
+      ctx_.writeTimestamp(cmd, 1);
+      ctx_.submitAndWait(cmd);
+      std::vector<uint64_t> ns = ctx_.readTimestamps(2);
+      if (r >= 0) us.push_back(static_cast<double>(ns[1] - ns[0]) / 1e3 / o_.phases);
+      if (r == o_.repeats - 1) error = maxError();
+    }
+    ctx_.resetDescriptorSets();
+    std::sort(us.begin(), us.end());
+    return {us[us.size() / 2], error};
+  }
+  uint32_t copies() const { return copies_; }
+
+private:
+  // The host's chain, with the weights as the device reads them.
+  std::vector<double> hostChain() const {
+    const uint32_t h = o_.hidden, n = o_.inter;
+    std::vector<double> x(x0_.begin(), x0_.end()), m(n);
+    for (uint32_t p = 0; p < o_.phases; ++p) {
+      const size_t set = size_t(p % copies_) * n * h;
+      double squares = 0;
+      for (double v : x) squares += v * v;
+      const double s = 1.0 / std::sqrt(squares / h + 1e-6);
+      for (uint32_t j = 0; j < n; ++j) {
+        double gate = 0, up = 0;
+        for (uint32_t k = 0; k < h; ++k) {
+          double xk = x[k] * g_[k];
+          gate += half(gate_, set + size_t(j) * h + k) * xk;
+          up += half(up_, set + size_t(j) * h + k) * xk;
+        }
+        double a = gate * s, b = up * s;
+        m[j] = a / (1.0 + std::exp(-a)) * b;
+      }
+      std::vector<double> next(x);
+      for (uint32_t j = 0; j < n; ++j)
+        for (uint32_t k = 0; k < h; ++k) next[k] += half(down_, set + size_t(j) * h + k) * m[j];
+      x = std::move(next);
+    }
+    return x;
+  }
+
+  // Largest |device - host| of the last phase's result, relative to the result's largest magnitude.
+  double maxError() {
+    std::vector<float> all(size_t(o_.hidden) * 3);
+    ctx_.download(buffers_[4], 0, all.data(), all.size() * 4);
+    if (expected_.empty()) expected_ = hostChain();
+    const float *got = all.data() + size_t(o_.phases % 3) * o_.hidden;
+    double worst = 0, scale = 1e-30;
+    for (uint32_t i = 0; i < o_.hidden; ++i) {
+      worst = std::max(worst, std::abs(double(got[i]) - expected_[i]));
+      scale = std::max(scale, std::abs(expected_[i]));
+    }
+    return worst / scale;
+  }
+
+  vk::Context &ctx_;
+  MlpOptions o_;
+  uint32_t copies_ = 0;
+  std::vector<uint16_t> gate_, up_, down_;
+  std::vector<float> g_, x0_;
+  std::vector<double> expected_;
+  std::vector<vk::Buffer> buffers_;
+  vk::Pipeline pipeline_;
+  VkDescriptorSet set_ = VK_NULL_HANDLE;
+};
+
+} // namespace
+
+nlohmann::json runMlpBench(vk::Context &ctx, codegen::ShaderCompiler &compiler, const MlpOptions &options) {
+  MlpRun run(ctx, compiler, options);
+  auto [us, error] = run.run();
+  const double bytes = 3.0 * options.inter * options.hidden * 2;
+  nlohmann::json out = {{"kernel", "mlp"},
+                        {"hidden", options.hidden},
+                        {"inter", options.inter},
+                        {"slice", options.slice},
+                        {"workgroup_size", options.workgroupSize},
+                        {"phases", options.phases},
+                        {"weight_copies", run.copies()},
+                        {"us", us},
+                        {"gb_per_s", bytes / (us * 1e3)},
+                        {"max_error", error}};
+  if (error > 1e-3)
+    throw std::runtime_error("the fused MLP chain's result differs from the host's (relative error " +
+                             std::to_string(error) + ")");
+  return out;
+}
+
+} // namespace gerbil::bench
