@@ -83,10 +83,11 @@ std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens
   return {static_cast<uint32_t>(spec.heads), tiles, 1};
 }
 
-DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps) {
+DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps, int64_t queryHeads,
+                                            int64_t warps) {
   namespace gd = mlir::gerbil;
   gd::DecodeAttentionShape shape =
-      gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim, spec.sequence);
+      gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim, spec.sequence, queryHeads, warps);
   DecodeAttentionKernel d;
   KernelSource &k = d.source;
   auto define = [&](const std::string &name, const std::string &value) {

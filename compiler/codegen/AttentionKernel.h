@@ -29,6 +29,8 @@ struct DecodeAttentionKernel {
   std::array<uint32_t, 3> grid{};
   uint64_t scratchCounterBytes = 0, scratchPartialBytes = 0;
 };
-DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps);
+// queryHeads and warps, where not 0, replace the catalog's choice (mlir::gerbil::decodeAttentionShape).
+DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps,
+                                            int64_t queryHeads = 0, int64_t warps = 0);
 
 } // namespace gerbil::codegen

@@ -241,6 +241,12 @@ int main(int argc, char **argv) {
   attention->add_option("--head-dim", headDim);
   attention->add_option("--position", position, "The query's position (keys 0..position)");
   attention->add_option("--seq", sequence, "KV cache positions");
+  int64_t queryHeads = 0, warps = 0;
+  attention->add_option("--query-heads", queryHeads,
+                        "Query heads a workgroup (a divisor of heads / kv-heads; default: the catalog's)");
+  attention
+      ->add_option("--warps", warps, "Warps of 32 a workgroup: 1, 2, 4, 8 or 16 (default: the catalog's)")
+      ->check(CLI::IsMember({1, 2, 4, 8, 16}));
 
   int64_t firstPosition = 0;
   CLI::App *prefillAttention = app.add_subcommand(
@@ -386,7 +392,15 @@ int main(int argc, char **argv) {
                   {"tflops", 4.0 * keys * double(headDim) * double(heads) / (ms * 1e9)}});
     } else {
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
-      codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(spec, options.subgroupOps);
+      if (queryHeads > 0 && (heads / kvHeads) % queryHeads != 0)
+        throw std::runtime_error("--query-heads must divide heads / kv-heads (" +
+                                 std::to_string(heads / kvHeads) + ")");
+      codegen::DecodeAttentionKernel kernel =
+          codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps);
+      if (kernel.source.sharedMemoryBytes > bench.info().maxSharedMemoryBytes)
+        throw std::runtime_error("the kernel's " + std::to_string(kernel.source.sharedMemoryBytes) +
+                                 " bytes of shared memory exceed the device's " +
+                                 std::to_string(bench.info().maxSharedMemoryBytes) + " (fewer --warps)");
       const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
       std::vector<BindingData> data = {{randomBytes(heads * headDim, plan::DType::F32, 1)},
                                        {randomBytes(cache, plan::DType::F32, 2), true},
@@ -402,6 +416,8 @@ int main(int argc, char **argv) {
                   {"kv_heads", kvHeads},
                   {"head_dim", headDim},
                   {"position", position},
+                  {"workgroup_size", kernel.source.workgroup[0]},
+                  {"workgroups", kernel.grid[0] * kernel.grid[1]},
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     }

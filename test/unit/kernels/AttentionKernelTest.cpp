@@ -94,7 +94,8 @@ struct DecodeCase {
 
 class DecodeAttentionKernelTest : public AttentionKernelTest {
 protected:
-  void check(const DecodeCase &c, bool subgroupOps) {
+  // queryHeads and warps, where not 0, replace the catalog's shape (gerbil-kernel-bench's variants).
+  void check(const DecodeCase &c, bool subgroupOps, int64_t queryHeads = 0, int64_t warps = 0) {
     const codegen::AttentionSpec &spec = c.spec;
     const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
     std::mt19937 rng(c.position * 31 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
@@ -113,7 +114,8 @@ protected:
     for (int64_t h = 0; h < heads; ++h)
       referenceAttention(spec, &q[h * dim], keys, values, h, c.position, &expected[h * dim]);
 
-    codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(spec, subgroupOps);
+    codegen::DecodeAttentionKernel kernel =
+        codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps);
     ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<uint32_t> spirv =
         compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
@@ -134,8 +136,8 @@ protected:
       for (size_t i = 0; i < result.size(); ++i)
         ASSERT_NEAR(result[i], expected[i], 1e-4)
             << "heads=" << heads << "/" << kvHeads << " head_dim=" << dim << " position=" << c.position
-            << " window=" << spec.window << " subgroup ops=" << subgroupOps << " run " << run << ": element "
-            << i;
+            << " window=" << spec.window << " subgroup ops=" << subgroupOps << " query heads " << queryHeads
+            << " warps " << warps << " run " << run << ": element " << i;
       std::vector<int32_t> counters(kernel.scratchCounterBytes / 4);
       ctx_->download(buffers[5], 0, counters.data(), kernel.scratchCounterBytes);
       for (int32_t counter : counters) ASSERT_EQ(counter, 0) << "a column's counter was left behind";
@@ -173,6 +175,25 @@ TEST_F(DecodeAttentionKernelTest, MatchesTheReference) {
     check(c, false);
     ASSERT_FALSE(HasFatalFailure());
   }
+}
+
+TEST_F(DecodeAttentionKernelTest, OtherShapesMatchTheReference) {
+  // Fewer query heads a workgroup and other warp counts than the catalog's (gerbil-kernel-bench
+  // --query-heads, --warps): Qwen's 7 query heads a kv head one a workgroup, with 2 warps (several rounds
+  // a split); 2 of the 8B's 4 with 4 warps; a lone warp over several splits.
+  const struct {
+    DecodeCase c;
+    int64_t queryHeads, warps;
+  } variants[] = {
+      {{{14, 2, 64, 400, 0.125, 0}, 191}, 1, 2},
+      {{{32, 8, 128, 400, 0.088, 0}, 255}, 2, 4},
+      {{{4, 1, 16, 400, 0.25, 0}, 300}, 2, 1},
+  };
+  for (const auto &v : variants) {
+    check(v.c, true, v.queryHeads, v.warps);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  check(variants[0].c, false, variants[0].queryHeads, variants[0].warps);
 }
 
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {

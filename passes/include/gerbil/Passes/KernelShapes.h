@@ -119,8 +119,12 @@ inline constexpr int64_t decodeAttentionSharedBytes(int64_t headDim, int64_t que
          2 * warps * queryHeads * 4 + splits * queryHeads * 4 + queryHeads * 4 + 4 +
          std::max<int64_t>(queryHeads * (workgroup / 4), workgroup) * 4;
 }
+// queryHeads and warps, where not 0, replace the catalog's choice (gerbil-kernel-bench's variants to tune
+// with): queryHeads must divide heads / kvHeads (else the catalog's is kept), and the caller checks that
+// the shared memory of `warps` fits its device.
 inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim,
-                                                 int64_t positions = 0) {
+                                                 int64_t positions = 0, int64_t queryHeads = 0,
+                                                 int64_t warps = 0) {
   DecodeAttentionShape shape{};
   int64_t group = heads / kvHeads;
   shape.queryHeads = 1;
@@ -129,12 +133,14 @@ inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads,
       shape.queryHeads = q;
       break;
     }
+  if (queryHeads > 0 && group % queryHeads == 0) shape.queryHeads = queryHeads;
   shape.headGroups = group / shape.queryHeads;
   shape.splits = std::clamp<int64_t>(512 / (kvHeads * shape.headGroups), 1, 64);
   shape.warps = 8;
   while (shape.warps > 1 && decodeAttentionSharedBytes(headDim, shape.queryHeads, shape.warps, shape.splits) >
                                 kDecodeAttentionSharedBudget)
     shape.warps /= 2;
+  if (warps > 0) shape.warps = warps;
   shape.workgroup = shape.warps * kDecodeAttentionLanes;
   shape.minChunk = shape.warps * kDecodeAttentionLanes;
   if (positions > 0) shape.splits = std::min(shape.splits, (positions + shape.minChunk - 1) / shape.minChunk);
