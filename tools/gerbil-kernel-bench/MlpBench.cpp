@@ -77,7 +77,21 @@ public:
     };
     buffers_.push_back(upload(gate_.data(), gate_.size() * 2, "mlp gate"));
     buffers_.push_back(upload(up_.data(), up_.size() * 2, "mlp up"));
-    buffers_.push_back(upload(down_.data(), down_.size() * 2, "mlp down"));
+    // MLP_DOWN_ROWS: the down weights as checkpoints store them, [copy][hidden][inter].
+    auto rows = [](const Define &d) { return d.first == "MLP_DOWN_ROWS" && d.second != "0"; };
+    if (std::any_of(o.defines.begin(), o.defines.end(), rows)) {
+      if (o.slice % 8 != 0 || o.inter % 8 != 0)
+        throw std::runtime_error("MLP_DOWN_ROWS needs --slice and --inter multiples of 8");
+      std::vector<uint16_t> byRows(down_.size());
+      for (uint32_t c = 0; c < copies_; ++c)
+        for (uint32_t j = 0; j < o.inter; ++j)
+          for (uint32_t k = 0; k < o.hidden; ++k)
+            byRows[(size_t(c) * o.hidden + k) * o.inter + j] =
+                down_[(size_t(c) * o.inter + j) * o.hidden + k];
+      buffers_.push_back(upload(byRows.data(), byRows.size() * 2, "mlp down"));
+    } else {
+      buffers_.push_back(upload(down_.data(), down_.size() * 2, "mlp down"));
+    }
     buffers_.push_back(upload(g_.data(), g_.size() * 4, "mlp norm"));
     buffers_.push_back(ctx.createBuffer(uint64_t(o.hidden) * 3 * 4, "mlp vectors"));
 

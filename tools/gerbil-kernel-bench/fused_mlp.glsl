@@ -7,7 +7,9 @@
 // result with float atomics (phase 2; workgroup 0 adds x as well). A result buffer must start at zero, so
 // each phase zeroes vectors[(p + 2) % 3], which the phase before read and the next one fills: the three
 // buffers rotate and no launch of its own clears them. W_down is stored transposed ([INTER][HIDDEN]) so
-// that a slice's columns are rows. The weights rotate over `copies` sets. MlpBench.cpp inserts the #defines
+// that a slice's columns are rows, or with MLP_DOWN_ROWS=1 as checkpoints store it ([HIDDEN][INTER]: each
+// invocation takes hidden rows and reads the slice's part of each, 16 bytes at a time; SLICE and INTER
+// multiples of 8), which a compiler could use without a layout of its own. The weights rotate over `copies` sets. MlpBench.cpp inserts the #defines
 // (HIDDEN, INTER, SLICE, WORKGROUP, EPS) after the #version line.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_atomic_float : require
@@ -22,6 +24,9 @@ layout(std430, binding = 3) restrict readonly buffer Norm { vec4 g_[]; };
 layout(std430, binding = 4) buffer Vectors { float v_[]; };
 layout(std430, binding = 5) restrict readonly buffer VectorsV4 { vec4 v4_[]; };
 layout(push_constant) uniform Push { uint phase; uint copies; } push_;
+#ifndef MLP_DOWN_ROWS
+#define MLP_DOWN_ROWS 0
+#endif
 
 const uint CH = HIDDEN / 8u;  // 16-byte chunks of a row of HIDDEN f16 weights
 // Phase 2: threads take (row group, chunk) places: R row groups over the slice's rows, CHW chunks at a time.
@@ -34,6 +39,18 @@ const bool PREFETCH_DOWN = CPT * RPT <= 16u;
 const uint DOWN_REGS = PREFETCH_DOWN ? CPT * RPT : 1u;
 
 shared float m_[SLICE];
+
+#if MLP_DOWN_ROWS
+const uint SV = SLICE / 8u;                                  // 16-byte loads of a hidden row's slice
+const uint HPT = (HIDDEN + WORKGROUP - 1u) / WORKGROUP;      // hidden rows an invocation
+const bool PREFETCH_ROWS = HPT * SV <= 16u;
+const uint ROW_REGS = PREFETCH_ROWS ? HPT * SV : 1u;
+
+// Loads v of hidden row i's slice (a valid address past the ends, where m is 0 or the row is not used).
+uvec4 downRowLoad(uint copy, uint i, uint j0, uint v) {
+  return down_[copy * HIDDEN * (INTER / 8u) + min(i, HIDDEN - 1u) * (INTER / 8u) + min(j0 / 8u + v, INTER / 8u - 1u)];
+}
+#endif
 shared float rowGroupSums_[R > 1u ? R : 1u][R > 1u ? CHW * 8u : 1u];
 
 float dot8(uvec4 w, vec4 a, vec4 b) {
@@ -53,9 +70,16 @@ void main() {
   for (uint i = tid; i < clearPer; i += WORKGROUP)
     if (group * clearPer + i < HIDDEN) v_[clear0 + group * clearPer + i] = 0.0;
 
+#if MLP_DOWN_ROWS
+  uvec4 rowLoads[ROW_REGS];
+  if (PREFETCH_ROWS)
+    [[unroll]] for (uint h = 0u; h < HPT; ++h)
+      [[unroll]] for (uint v = 0u; v < SV; ++v)
+        rowLoads[PREFETCH_ROWS ? h * SV + v : 0u] = downRowLoad(copy, tid + h * WORKGROUP, j0, v);
+#endif
   const uint r = tid / CHW, c0 = tid % CHW;
   uvec4 down[DOWN_REGS];
-  if (PREFETCH_DOWN && r < R)
+  if (PREFETCH_DOWN && !bool(MLP_DOWN_ROWS) && r < R)
     [[unroll]] for (uint ci = 0u; ci < CPT; ++ci)
       [[unroll]] for (uint ri = 0u; ri < RPT; ++ri) {
         uint c = min(c0 + ci * CHW, CH - 1u), j = min(r + ri * R, SLICE - 1u);
@@ -79,6 +103,23 @@ void main() {
     if (subgroupElect()) m_[j] = j0 + j < INTER ? a / (1.0 + exp(-a)) * b : 0.0;
   }
   barrier();
+
+#if MLP_DOWN_ROWS
+  [[unroll]] for (uint h = 0u; h < HPT; ++h) {
+    uint i = tid + h * WORKGROUP;
+    float sum = 0.0;
+    [[unroll]] for (uint v = 0u; v < SV; ++v) {
+      uvec4 w = PREFETCH_ROWS ? rowLoads[PREFETCH_ROWS ? h * SV + v : 0u] : downRowLoad(copy, i, j0, v);
+      sum += dot8(w, vec4(m_[8u * v], m_[8u * v + 1u], m_[8u * v + 2u], m_[8u * v + 3u]),
+                  vec4(m_[8u * v + 4u], m_[8u * v + 5u], m_[8u * v + 6u], m_[8u * v + 7u]));
+    }
+    if (i < HIDDEN) {
+      if (group == 0u) sum += v_[in0 + i];
+      atomicAdd(v_[out0 + i], sum);
+    }
+  }
+  return;
+#endif
 
   // Phase 2: this thread's chunks of the down projection over its rows of the slice.
   vec4 acc[CPT][2];
