@@ -118,7 +118,8 @@ KernelSource rowScalesKernel(int64_t k, double eps) {
   source.templateFile = "row_scales.glsl";
   source.workgroup = {kRowScalesWorkgroup, 1, 1};
   source.defines = {{"K", uintValue(k)}, {"EPS", glslFloat(eps)}, {"K_VEC4", k % 4 == 0 ? "1" : "0"}};
-  source.bindings = {{"x", Access::Read, plan::DType::F32, k % 4 == 0}, {"result", Access::Write, plan::DType::F32, false}};
+  source.bindings = {{"x", Access::Read, plan::DType::F32, k % 4 == 0},
+                     {"result", Access::Write, plan::DType::F32, false}};
   source.needsReduction = true;
   return source;
 }

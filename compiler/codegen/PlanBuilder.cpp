@@ -531,11 +531,13 @@ private:
     if (spec.rowScales) {
       KernelInstance scales;
       scales.source = rowScalesKernel(spec.k, spec.eps);
-      scales.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)}, {BindingSource::ScratchPartials, 0}};
+      scales.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)},
+                        {BindingSource::ScratchPartials, 0}};
       scales.scratchPartialBytes = static_cast<uint64_t>(maxTokens_) * 4;
       MLIRContext *ctx = dispatch.getContext();
       AffineMap grid = AffineMap::get(
-          0, 1, {getAffineSymbolExpr(0, ctx), getAffineConstantExpr(1, ctx), getAffineConstantExpr(1, ctx)}, ctx);
+          0, 1, {getAffineSymbolExpr(0, ctx), getAffineConstantExpr(1, ctx), getAffineConstantExpr(1, ctx)},
+          ctx);
       out.push_back(finish(dispatch, scales, grid, "row_scales", label + ".row_scales", nullptr));
       k.scratchPartialBytes = scales.scratchPartialBytes;
     }

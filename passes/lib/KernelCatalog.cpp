@@ -80,8 +80,8 @@ KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) 
   return decodeOnly(ctx, kGateUpKernel, shape.workgroup, ceilDiv(n, shape.outputs()));
 }
 
-CoopMatMulTiling mlir::gerbil::groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t k, int64_t n,
-                                                  int64_t nK, int64_t nV) {
+CoopMatMulTiling mlir::gerbil::groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t k,
+                                                  int64_t n, int64_t nK, int64_t nV) {
   // Gate/up tiles hold gate and up rows of TILE_N / 2 outputs: tiled like a matmul of 2n rows; q/k/v like
   // one of all their rows.
   return coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
