@@ -1,5 +1,7 @@
 #include "tools/gerbil-kernel-bench/MlpBench.h"
 
+#include "tools/gerbil-kernel-bench/EmbeddedKernels.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,16 +10,8 @@
 #include <string>
 #include <string_view>
 
-const std::vector<std::pair<std::string_view, std::string_view>> &benchKernelSources();
-
 namespace gerbil::bench {
 namespace {
-
-std::string_view mlpKernel() {
-  for (const auto &[name, text] : benchKernelSources())
-    if (name == "fused_mlp.glsl") return text;
-  throw std::runtime_error("fused_mlp.glsl is not embedded");
-}
 
 float half(const std::vector<uint16_t> &w, size_t i) {
   _Float16 h;
@@ -99,9 +93,7 @@ public:
                          std::to_string(o.inter) + "u\n#define SLICE " + std::to_string(o.slice) +
                          "u\n#define WORKGROUP " + std::to_string(o.workgroupSize) + "u\n#define EPS 1e-6\n";
     for (const auto &[name, value] : o.defines) source += "#define " + name + " " + value + "\n";
-    std::string glsl(mlpKernel());
-    glsl.insert(glsl.find('\n') + 1, source); // after #version
-    pipeline_ = ctx.createPipeline(compiler.compile(glsl, "fused mlp bench"), 6, 8, "fused mlp bench");
+    pipeline_ = ctx.createPipeline(compiler.compile(benchKernel("fused_mlp.glsl", source), "fused mlp bench"), 6, 8, "fused mlp bench");
     const vk::Buffer &v = buffers_[4];
     set_ = ctx.createDescriptorSet(pipeline_, {{buffers_[0].handle(), 0, buffers_[0].size()},
                                                {buffers_[1].handle(), 0, buffers_[1].size()},

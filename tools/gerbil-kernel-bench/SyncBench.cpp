@@ -1,5 +1,7 @@
 #include "tools/gerbil-kernel-bench/SyncBench.h"
 
+#include "tools/gerbil-kernel-bench/EmbeddedKernels.h"
+
 #include "runtime/vulkan/PipelineStatistics.h"
 
 #include <algorithm>
@@ -12,17 +14,8 @@
 #include <utility>
 #include <vector>
 
-const std::vector<std::pair<std::string_view, std::string_view>> &benchKernelSources();
-
 namespace gerbil::bench {
 namespace {
-
-// The kernel (sync.glsl, embedded at build time), with #defines inserted after its #version line.
-std::string_view syncKernel() {
-  for (const auto &[name, text] : benchKernelSources())
-    if (name == "sync.glsl") return text;
-  throw std::runtime_error("sync.glsl is not embedded");
-}
 
 // The kernel's push constants; the addresses only under SYNC_BDA.
 struct Push {
@@ -110,10 +103,8 @@ public:
                              "SYNC_SKIP_COMPUTE", "SYNC_CODE", "SYNC_CODE_UNROLLED"})
       if (source.find(std::string("#define ") + name + " ") == std::string::npos)
         source += std::string("#define ") + name + " 0\n";
-    std::string glsl(syncKernel());
-    glsl.insert(glsl.find('\n') + 1, source); // after #version
-    vk::Pipeline pipeline =
-        ctx_.createPipeline(compiler_.compile(glsl, "sync bench"), 3, sizeof(Push), "sync bench");
+    vk::Pipeline pipeline = ctx_.createPipeline(compiler_.compile(benchKernel("sync.glsl", source), "sync bench"),
+                                                3, sizeof(Push), "sync bench");
     // The driver's statistics of each way's kernel (where the context captures them: --statistics).
     for (const vk::PipelineStatistic &st : vk::pipelineStatistics(ctx_, pipeline))
       statistics_[std::string(persistent ? "persistent " : "dispatch ") + st.executable + ": " + st.name] =
