@@ -5,6 +5,7 @@
 #include "compiler/codegen/GemvKernel.h"
 #include "compiler/codegen/KernelWriter.h"
 #include "compiler/codegen/MatMulKernel.h"
+#include "compiler/codegen/RopeKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
 
 #include "gerbil/Dialect/GerbilDialect.h"
@@ -398,12 +399,7 @@ private:
         .Case<gd::RoPEOp>([&](gd::RoPEOp r) {
           define("HEADS", uintValue(r.getNumHeads()));
           define("HEAD_DIM", uintValue(r.getHeadDim()));
-          define("ROTARY_DIM", uintValue(r.getRotaryDim()));
-          define("ATTENTION_SCALING", glslFloat(r.getAttentionScaling().convertToDouble()));
-          std::string values;
-          for (double f : r.getInvFreq())
-            values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
-          define("INV_FREQ_VALUES", values);
+          defineRotary(k.source, rotarySpec(r));
           define("LOADS", uintValue(gd::kRowLoads));
           bind("x", Access::Read, operand(0));
           bind("result", Access::Write, result);
@@ -497,9 +493,10 @@ private:
 
   // Prefill of a fusion group on cooperative matrices (kernel "<group>_coop", gerbil::groupPrefillKernel):
   // the projections with their bias adds (and for gate/up the activation product) as one matmul_coop.glsl
-  // launch; the group's RoPE and KV-cache write after it, op by op. With an RMSNorm prologue, a row_scales
-  // launch before it sums each row's squares once, into the scratch, for all of its workgroup columns
-  // (each column summed its tile's rows again, which cost the 8B's q/k/v 13% on the H200).
+  // launch; the group's RoPE and KV-cache write after it (one rope_append launch where fusesRopeAppend,
+  // else op by op). With an RMSNorm prologue, a row_scales launch before it sums each row's squares once,
+  // into the scratch, for all of its workgroup columns (each column summed its tile's rows again, which
+  // cost the 8B's q/k/v 13% on the H200).
   std::vector<plan::Dispatch> lowerGroupPrefill(gd::DispatchOp dispatch) {
     const std::string label = locationName(dispatch.getLoc()), family = dispatch.getKernel().str();
     GroupBody g = parseGroup(dispatch);
@@ -562,6 +559,10 @@ private:
       k.origins.push_back({BindingSource::ValueOf, 0, v});
     }
     out.push_back(finish(dispatch, k, dispatch.getGrid(), family, label, nullptr));
+    if (fusesRopeAppend(dispatch)) {
+      out.push_back(lowerRopeAppend(dispatch));
+      return out;
+    }
     for (Operation &op : dispatch.getBody().front().without_terminator())
       if (isa<gd::RoPEOp, gd::KVAppendOp>(op)) out.push_back(lower(dispatch, &op, false));
     return out;
@@ -632,12 +633,7 @@ private:
       int64_t headDim = 0;
       if (ropeQ) {
         headDim = ropeQ.getHeadDim();
-        define("ROTARY_DIM", uintValue(ropeQ.getRotaryDim()));
-        define("ATTENTION_SCALING", glslFloat(ropeQ.getAttentionScaling().convertToDouble()));
-        std::string values;
-        for (double f : ropeQ.getInvFreq())
-          values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
-        define("INV_FREQ_VALUES", values);
+        defineRotary(k.source, rotarySpec(ropeQ));
       }
       bind("result_q", Access::Write, yield->getOperand(0));
       if (append) {
@@ -679,6 +675,54 @@ private:
             a.getSlidingWindow() ? static_cast<int64_t>(*a.getSlidingWindow()) : 0};
   }
 
+  static RotarySpec rotarySpec(gd::RoPEOp r) {
+    RotarySpec spec;
+    spec.headDim = r.getHeadDim();
+    spec.rotaryDim = r.getRotaryDim();
+    spec.invFreq.assign(r.getInvFreq().begin(), r.getInvFreq().end());
+    spec.attentionScaling = r.getAttentionScaling().convertToDouble();
+    return spec;
+  }
+
+  // Whether a dispatch is a q/k/v group whose RoPE of q and k and cache write prefill runs as one launch
+  // (rope_append.glsl): the body holds them as the decode kernel takes them, both rotations alike, the
+  // rotated keys used only by the write, one position. Otherwise they run op by op.
+  bool fusesRopeAppend(gd::DispatchOp dispatch) {
+    if (withoutCoopSuffix(dispatch.getKernel()) != gd::kQKVKernel) return false;
+    GroupBody g = parseGroup(dispatch);
+    if (!g.ropeQ || !g.ropeK || !g.append) return false;
+    gd::RoPEOp q = g.ropeQ, k = g.ropeK;
+    if (g.append.getKeys() != k.getResult() || !k.getResult().hasOneUse() ||
+        q.getStartPos() != k.getStartPos() || g.append.getStartPos() != q.getStartPos() ||
+        q.getHeadDim() != k.getHeadDim() || q.getRotaryDim() != k.getRotaryDim() ||
+        q.getInvFreq() != k.getInvFreq() || q.getAttentionScaling() != k.getAttentionScaling())
+      return false;
+    auto cache = module_.lookupSymbol<gd::KVCacheOp>(g.append.getCacheAttr());
+    return static_cast<int64_t>(cache.getHeadDim()) == static_cast<int64_t>(q.getHeadDim()) &&
+           static_cast<int64_t>(cache.getNumKvHeads()) == static_cast<int64_t>(k.getNumHeads());
+  }
+
+  // The rope_append launch of a dispatch that fusesRopeAppend.
+  plan::Dispatch lowerRopeAppend(gd::DispatchOp dispatch) {
+    GroupBody g = parseGroup(dispatch);
+    gd::RoPEOp q = g.ropeQ, k = g.ropeK;
+    KernelInstance kernel;
+    kernel.source = ropeAppendKernel(rotarySpec(q), q.getNumHeads(), k.getNumHeads(), options_.maxSequence);
+    kernel.origins = {{BindingSource::ValueOf, 0, q.getInput()},
+                      {BindingSource::ValueOf, 0, k.getInput()},
+                      {BindingSource::ValueOf, 0, g.append.getValues()},
+                      {BindingSource::ValueOf, 0, q.getResult()},
+                      {BindingSource::CacheKeys, 0},
+                      {BindingSource::CacheValues, 0}};
+    kernel.cache = g.append.getCacheAttr();
+    MLIRContext *ctx = dispatch.getContext();
+    uint32_t columns = ropeAppendColumns(q.getNumHeads(), k.getNumHeads(), q.getHeadDim());
+    AffineMap grid = AffineMap::get(
+        0, 1, {getAffineSymbolExpr(0, ctx), getAffineConstantExpr(columns, ctx), getAffineConstantExpr(1, ctx)},
+        ctx);
+    return finish(dispatch, kernel, grid, "rope_append", locationName(g.append.getLoc()), nullptr);
+  }
+
   // Split-KV attention of one query token (attention_decode.glsl), with its scratch: a counter per
   // workgroup column and the partial softmax results of every split.
   void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
@@ -703,9 +747,12 @@ private:
     if (holdsOneOp(dispatch)) return {lower(dispatch, &dispatch.getBody().front().front(), decode)};
     if (decode && dispatch.getDecodeGrid()) return {lowerGroup(dispatch)};
     if (!decode && dispatch.getKernel().ends_with(gd::kCoopSuffix)) return lowerGroupPrefill(dispatch);
+    // Op by op, but a q/k/v group's RoPE and cache write as one launch after its projections.
+    const bool fuseRope = fusesRopeAppend(dispatch);
     std::vector<plan::Dispatch> ops;
     for (Operation &op : dispatch.getBody().front().without_terminator())
-      ops.push_back(lower(dispatch, &op, false));
+      if (!fuseRope || !isa<gd::RoPEOp, gd::KVAppendOp>(op)) ops.push_back(lower(dispatch, &op, false));
+    if (fuseRope) ops.push_back(lowerRopeAppend(dispatch));
     return ops;
   }
 

@@ -93,7 +93,8 @@ public:
                          std::to_string(o.inter) + "u\n#define SLICE " + std::to_string(o.slice) +
                          "u\n#define WORKGROUP " + std::to_string(o.workgroupSize) + "u\n#define EPS 1e-6\n";
     for (const auto &[name, value] : o.defines) source += "#define " + name + " " + value + "\n";
-    pipeline_ = ctx.createPipeline(compiler.compile(benchKernel("fused_mlp.glsl", source), "fused mlp bench"), 6, 8, "fused mlp bench");
+    pipeline_ = ctx.createPipeline(compiler.compile(benchKernel("fused_mlp.glsl", source), "fused mlp bench"),
+                                   6, 8, "fused mlp bench");
     const vk::Buffer &v = buffers_[4];
     set_ = ctx.createDescriptorSet(pipeline_, {{buffers_[0].handle(), 0, buffers_[0].size()},
                                                {buffers_[1].handle(), 0, buffers_[1].size()},

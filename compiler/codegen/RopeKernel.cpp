@@ -1,0 +1,44 @@
+#include "compiler/codegen/RopeKernel.h"
+
+#include "compiler/codegen/ShaderCompiler.h"
+
+#include "gerbil/Passes/KernelShapes.h"
+
+namespace gerbil::codegen {
+
+void defineRotary(KernelSource &k, const RotarySpec &rotary) {
+  k.defines.emplace_back("ROTARY_DIM", uintValue(rotary.rotaryDim));
+  k.defines.emplace_back("ATTENTION_SCALING", glslFloat(rotary.attentionScaling));
+  std::string values;
+  for (double f : rotary.invFreq) values += (values.empty() ? "" : ", ") + glslFloat(static_cast<float>(f));
+  k.defines.emplace_back("INV_FREQ_VALUES", values);
+}
+
+KernelSource ropeAppendKernel(const RotarySpec &rotary, int64_t qHeads, int64_t kvHeads, int64_t sequence) {
+  if (rotary.rotaryDim <= 0 || rotary.rotaryDim > rotary.headDim || rotary.rotaryDim % 2 != 0 ||
+      static_cast<int64_t>(rotary.invFreq.size()) != rotary.rotaryDim / 2)
+    throw CodegenError("rope_append: rotary_dim " + std::to_string(rotary.rotaryDim) + " of head_dim " +
+                       std::to_string(rotary.headDim) + " with " + std::to_string(rotary.invFreq.size()) +
+                       " frequencies");
+  KernelSource k;
+  k.templateFile = "rope_append.glsl";
+  k.workgroup = {mlir::gerbil::kRowWorkgroup, 1, 1};
+  k.defines = {{"Q_HEADS", uintValue(qHeads)},
+               {"KV_HEADS", uintValue(kvHeads)},
+               {"HEAD_DIM", uintValue(rotary.headDim)},
+               {"SEQ", uintValue(sequence)},
+               {"LOADS", uintValue(mlir::gerbil::kRowLoads)}};
+  defineRotary(k, rotary);
+  k.bindings = {{"q", Access::Read, plan::DType::F32},        {"k", Access::Read, plan::DType::F32},
+                {"v", Access::Read, plan::DType::F32},        {"result", Access::Write, plan::DType::F32},
+                {"k_cache", Access::Write, plan::DType::F32}, {"v_cache", Access::Write, plan::DType::F32}};
+  return k;
+}
+
+uint32_t ropeAppendColumns(int64_t qHeads, int64_t kvHeads, int64_t headDim) {
+  const int64_t row = (qHeads + 2 * kvHeads) * headDim,
+                perGroup = mlir::gerbil::kRowWorkgroup * mlir::gerbil::kRowLoads;
+  return static_cast<uint32_t>((row + perGroup - 1) / perGroup);
+}
+
+} // namespace gerbil::codegen

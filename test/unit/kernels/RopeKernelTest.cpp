@@ -1,0 +1,111 @@
+// Prefill's RoPE of queries and keys fused with the KV-cache write (rope_append.glsl), as codegen
+// specialises it: against the rotate-half reference, partial rotary dims, grouped-query heads and a step
+// that starts past position 0; cache slots outside the step stay as they were.
+#include "compiler/codegen/RopeKernel.h"
+#include "test/unit/kernels/KernelTestBase.h"
+
+#include <cmath>
+
+using namespace gerbil;
+using namespace gerbil::kerneltest;
+
+namespace {
+
+struct RopeCase {
+  int64_t qHeads, kvHeads, headDim, rotaryDim;
+  uint32_t tokens, start;
+};
+
+class RopeKernelTest : public KernelTestBase {
+protected:
+  void check(const RopeCase &c) {
+    const int64_t seq = 64, qRow = c.qHeads * c.headDim, kvRow = c.kvHeads * c.headDim;
+    codegen::RotarySpec rotary;
+    rotary.headDim = c.headDim;
+    rotary.rotaryDim = c.rotaryDim;
+    rotary.attentionScaling = 1.25;
+    for (int64_t i = 0; i < c.rotaryDim / 2; ++i)
+      rotary.invFreq.push_back(std::pow(10000.0, -2.0 * double(i) / double(c.rotaryDim)));
+    std::mt19937 rng(static_cast<uint32_t>(c.headDim * 7 + c.rotaryDim + c.start));
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    std::vector<float> q(c.tokens * qRow), k(c.tokens * kvRow), v(c.tokens * kvRow);
+    for (float &x : q) x = uniform(rng);
+    for (float &x : k) x = uniform(rng);
+    for (float &x : v) x = uniform(rng);
+    const std::vector<float> cacheBefore(c.kvHeads * seq * c.headDim, -7.0f);
+
+    // Rotate-half: dims d and d + rotary/2 of each head turn together by position · inv_freq[d].
+    auto rotate = [&](const float *head, int64_t d, uint32_t position) {
+      if (d >= c.rotaryDim) return double(head[d]);
+      const int64_t half = c.rotaryDim / 2, i = d % half;
+      double angle = double(position) * float(rotary.invFreq[i]);
+      double cs = std::cos(angle) * rotary.attentionScaling, sn = std::sin(angle) * rotary.attentionScaling;
+      double partner = d < half ? -head[d + half] : head[d - half];
+      return head[d] * cs + partner * sn;
+    };
+
+    codegen::KernelSource source = codegen::ropeAppendKernel(rotary, c.qHeads, c.kvHeads, seq);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "rope_append test kernel");
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(q, "q"));
+    buffers.push_back(upload(k, "k"));
+    buffers.push_back(upload(v, "v"));
+    buffers.push_back(output(q.size(), "result"));
+    buffers.push_back(upload(cacheBefore, "k_cache"));
+    buffers.push_back(upload(cacheBefore, "v_cache"));
+    buffers.push_back(state(c.start));
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+    const uint32_t columns = codegen::ropeAppendColumns(c.qHeads, c.kvHeads, c.headDim);
+    run(spirv, buffers, {c.tokens, columns, 1}, c.tokens, "rope_append test kernel");
+
+    std::vector<float> result = download(buffers[3], q.size()),
+                       keys = download(buffers[4], cacheBefore.size()),
+                       values = download(buffers[5], cacheBefore.size());
+    const double tolerance = 1e-4 * (1.0 + double(c.start + c.tokens) / 16.0);
+    for (uint32_t t = 0; t < c.tokens; ++t) {
+      const uint32_t position = c.start + t;
+      for (int64_t h = 0; h < c.qHeads; ++h)
+        for (int64_t d = 0; d < c.headDim; ++d)
+          ASSERT_NEAR(result[t * qRow + h * c.headDim + d], rotate(&q[t * qRow + h * c.headDim], d, position),
+                      tolerance)
+              << "query token " << t << " head " << h << " dim " << d;
+      for (int64_t h = 0; h < c.kvHeads; ++h)
+        for (int64_t d = 0; d < c.headDim; ++d) {
+          const size_t slot = (h * seq + position) * c.headDim + d;
+          ASSERT_NEAR(keys[slot], rotate(&k[t * kvRow + h * c.headDim], d, position), tolerance)
+              << "key token " << t << " head " << h << " dim " << d;
+          ASSERT_EQ(values[slot], v[t * kvRow + h * c.headDim + d]) << "value token " << t << " head " << h;
+        }
+    }
+    // Positions outside the step are untouched.
+    for (int64_t h = 0; h < c.kvHeads; ++h)
+      for (uint32_t p = 0; p < seq; ++p) {
+        if (p >= c.start && p < c.start + c.tokens) continue;
+        for (int64_t d = 0; d < c.headDim; ++d)
+          ASSERT_EQ(keys[(h * seq + p) * c.headDim + d], -7.0f) << "position " << p << " was written";
+      }
+  }
+};
+
+TEST_F(RopeKernelTest, RopeAppendMatchesTheReference) {
+  const RopeCase cases[] = {
+      {4, 2, 16, 16, 5, 0},   // whole heads rotate
+      {14, 2, 64, 64, 3, 40}, // Qwen's heads, past position 0
+      {8, 8, 32, 16, 4, 7},   // half of each head rotates (partial rotary dims)
+      {3, 1, 24, 8, 9, 20},   // rows that end inside a workgroup
+  };
+  for (const RopeCase &c : cases) {
+    check(c);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
+
+TEST_F(RopeKernelTest, RefusesAnOddRotaryDim) {
+  codegen::RotarySpec rotary;
+  rotary.headDim = 16;
+  rotary.rotaryDim = 7;
+  rotary.invFreq = {1.0, 0.5, 0.25};
+  EXPECT_THROW(codegen::ropeAppendKernel(rotary, 2, 1, 64), codegen::CodegenError);
+}
+
+} // namespace
