@@ -1,8 +1,9 @@
 // gerbil-kernel-bench mlp: a decode step's MLP (RMSNorm, gate/up with SiLU, down with the residual) as one
 // launch whose workgroups each take a slice of the intermediate and add their share of the down projection
 // into the result with float atomics (fused_mlp.glsl), chained over phases as decode chains its layers. It
-// measures what fusing the two gemv launches would gain before the compiler does it; the last phase's
-// result is checked against the host's.
+// measures what fusing the two gemv launches would gain before the compiler does it; a chain of its first
+// phases (up to 4: the host's chain of a large model's phases takes seconds each) is checked against the
+// host's.
 #pragma once
 
 #include "compiler/codegen/ShaderCompiler.h"
