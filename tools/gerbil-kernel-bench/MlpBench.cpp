@@ -1,10 +1,11 @@
 #include "tools/gerbil-kernel-bench/MlpBench.h"
 
 #include "tools/gerbil-kernel-bench/EmbeddedKernels.h"
+#include "tools/gerbil-kernel-bench/HostData.h"
+#include "tools/gerbil-kernel-bench/StatisticsJson.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -13,43 +14,20 @@
 namespace gerbil::bench {
 namespace {
 
-float half(const std::vector<uint16_t> &w, size_t i) {
-  _Float16 h;
-  std::memcpy(&h, &w[i], 2);
-  return static_cast<float>(h);
-}
-
-// `count` f16 values uniform in ±scale.
-std::vector<uint16_t> randomHalves(size_t count, float scale, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uniform(-scale, scale);
-  std::vector<uint16_t> out(count);
-  for (uint16_t &v : out) {
-    _Float16 h = static_cast<_Float16>(uniform(rng));
-    std::memcpy(&v, &h, 2);
-  }
-  return out;
-}
-
 class MlpRun {
 public:
   MlpRun(vk::Context &ctx, codegen::ShaderCompiler &compiler, const MlpOptions &o) : ctx_(ctx), o_(o) {
     if (o.hidden % 8 != 0 || o.hidden == 0 || o.inter == 0 || o.slice == 0 || o.slice > 1024)
       throw std::runtime_error("--hidden must be a positive multiple of 8, --inter and --slice (up to 1024) "
                                "positive");
-    const uint32_t subgroup = ctx.info().subgroupSize;
-    if (subgroup == 0 || o.workgroupSize % subgroup != 0 || o.workgroupSize > 1024)
-      throw std::runtime_error("--workgroup-size must be a multiple of the subgroup size (" +
-                               std::to_string(subgroup) + ") up to 1024");
+    checkWorkgroupSize(o.workgroupSize, ctx.info().subgroupSize);
     if (!ctx.hasBufferFloatAtomicAdd())
       throw std::runtime_error(ctx.info().name +
                                " has no float atomicAdd on buffers (VK_EXT_shader_atomic_float)");
     const uint64_t setBytes = 3ull * o.inter * o.hidden * 2;
     const uint64_t matrixBytes = uint64_t(o.inter) * o.hidden * 2;
-    const uint64_t budget = std::min<uint64_t>(256ull << 20, ctx.info().maxStorageBufferRange * 3);
-    copies_ = static_cast<uint32_t>(std::clamp<uint64_t>(budget / setBytes, 1, 4096));
-    copies_ = std::min(copies_, o.phases);
-    if (o.copies) copies_ = o.copies;
+    copies_ = rotatedCopies(setBytes, std::min<uint64_t>(256ull << 20, ctx.info().maxStorageBufferRange * 3),
+                            o.phases, o.copies);
     if (matrixBytes * copies_ > ctx.info().maxStorageBufferRange)
       throw std::runtime_error("the weights exceed the device's storage buffer range: lower --copies");
     // Gate and up keep the input's scale (±sqrt(3 / hidden)); down adds a tenth of it a phase.
@@ -121,6 +99,11 @@ public:
     return {us[us.size() / 2], error};
   }
   uint32_t copies() const { return copies_; }
+  nlohmann::json statistics() const {
+    nlohmann::json out = nlohmann::json::object();
+    addStatistics(out, vk::pipelineStatistics(ctx_, pipeline_));
+    return out;
+  }
   static constexpr uint32_t kCheckedPhases = 4;
 
 private:
@@ -158,15 +141,15 @@ private:
         double gate = 0, up = 0;
         for (uint32_t k = 0; k < h; ++k) {
           double xk = x[k] * g_[k];
-          gate += half(gate_, set + size_t(j) * h + k) * xk;
-          up += half(up_, set + size_t(j) * h + k) * xk;
+          gate += halfValue(gate_[set + size_t(j) * h + k]) * xk;
+          up += halfValue(up_[set + size_t(j) * h + k]) * xk;
         }
         double a = gate * s, b = up * s;
         m[j] = a / (1.0 + std::exp(-a)) * b;
       }
       std::vector<double> next(x);
       for (uint32_t j = 0; j < n; ++j)
-        for (uint32_t k = 0; k < h; ++k) next[k] += half(down_, set + size_t(j) * h + k) * m[j];
+        for (uint32_t k = 0; k < h; ++k) next[k] += halfValue(down_[set + size_t(j) * h + k]) * m[j];
       x = std::move(next);
     }
     return x;
@@ -213,6 +196,7 @@ nlohmann::json runMlpBench(vk::Context &ctx, codegen::ShaderCompiler &compiler, 
                         {"checked_phases", std::min(options.phases, MlpRun::kCheckedPhases)},
                         {"gb_per_s", bytes / (us * 1e3)},
                         {"max_error", error}};
+  if (options.statistics) out["statistics"] = run.statistics();
   if (error > 1e-3)
     throw std::runtime_error("the fused MLP chain's result differs from the host's (relative error " +
                              std::to_string(error) + ")");

@@ -24,6 +24,7 @@ struct MlpOptions {
   uint32_t phases = 48;
   uint32_t copies = 0; // weight sets the phases rotate over (0: up to 256 MiB of them, past the L2)
   int repeats = 20;
+  bool statistics = false; // add the driver's statistics of the kernel (the context must capture them)
   std::vector<Define> defines;
 };
 

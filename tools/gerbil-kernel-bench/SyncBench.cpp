@@ -1,12 +1,11 @@
 #include "tools/gerbil-kernel-bench/SyncBench.h"
 
 #include "tools/gerbil-kernel-bench/EmbeddedKernels.h"
-
-#include "runtime/vulkan/PipelineStatistics.h"
+#include "tools/gerbil-kernel-bench/HostData.h"
+#include "tools/gerbil-kernel-bench/StatisticsJson.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -23,32 +22,15 @@ struct Push {
   uint64_t weights = 0, vectors = 0, elements = 0, sync = 0;
 };
 
-std::vector<uint8_t> randomHalfMatrices(uint32_t n, uint32_t copies) {
-  // Uniform in ±sqrt(3 / n): each phase keeps the vector's scale.
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  const float scale = std::sqrt(3.0f / static_cast<float>(n));
-  std::vector<uint8_t> bytes(size_t(n) * n * copies * 2);
-  for (size_t i = 0; i < bytes.size() / 2; ++i) {
-    _Float16 h = static_cast<_Float16>(uniform(rng) * scale);
-    std::memcpy(bytes.data() + 2 * i, &h, 2);
-  }
-  return bytes;
-}
-
 // The host's result of `phases` phases from x0, with the weights as the device reads them.
-std::vector<float> hostChain(const std::vector<uint8_t> &weights, std::vector<float> x, uint32_t n,
+std::vector<float> hostChain(const std::vector<uint16_t> &weights, std::vector<float> x, uint32_t n,
                              uint32_t phases, uint32_t copies) {
   std::vector<float> y(n);
   for (uint32_t p = 0; p < phases; ++p) {
-    const uint8_t *w = weights.data() + size_t(p % copies) * n * n * 2;
+    const uint16_t *w = weights.data() + size_t(p % copies) * n * n;
     for (uint32_t row = 0; row < n; ++row) {
       double sum = 0;
-      for (uint32_t k = 0; k < n; ++k) {
-        _Float16 h;
-        std::memcpy(&h, w + (size_t(row) * n + k) * 2, 2);
-        sum += static_cast<double>(static_cast<float>(h)) * x[k];
-      }
+      for (uint32_t k = 0; k < n; ++k) sum += static_cast<double>(halfValue(w[size_t(row) * n + k])) * x[k];
       y[row] = static_cast<float>(sum);
     }
     std::swap(x, y);
@@ -62,19 +44,16 @@ public:
       : ctx_(ctx), compiler_(compiler), o_(o) {
     if (o.n % 8 != 0 || o.n == 0) throw std::runtime_error("--n must be a positive multiple of 8");
     subgroup_ = ctx.info().subgroupSize;
-    if (subgroup_ == 0 || o.workgroupSize % subgroup_ != 0 || o.workgroupSize > 1024)
-      throw std::runtime_error("--workgroup-size must be a multiple of the subgroup size (" +
-                               std::to_string(subgroup_) + ") up to 1024");
+    checkWorkgroupSize(o.workgroupSize, subgroup_);
     warps_ = o.workgroups * (o.workgroupSize / subgroup_);
     rows_ = (o.n + warps_ - 1) / warps_;
     const uint64_t matrixBytes = uint64_t(o.n) * o.n * 2;
-    const uint64_t budget = std::min<uint64_t>(256ull << 20, ctx.info().maxStorageBufferRange);
-    copies_ = static_cast<uint32_t>(std::clamp<uint64_t>(budget / matrixBytes, 1, 4096));
-    copies_ = std::min(copies_, o.phases); // each phase its own matrix where they fit
-    if (o.copies) copies_ = o.copies;
-    weightsHost_ = randomHalfMatrices(o.n, copies_);
-    weights_ = ctx.createBuffer(weightsHost_.size(), "sync weights");
-    ctx.upload(weights_, 0, weightsHost_.data(), weightsHost_.size());
+    copies_ = rotatedCopies(matrixBytes, std::min<uint64_t>(256ull << 20, ctx.info().maxStorageBufferRange),
+                            o.phases, o.copies);
+    // Uniform in ±sqrt(3 / n): each phase keeps the vector's scale.
+    weightsHost_ = randomHalves(size_t(o.n) * o.n * copies_, std::sqrt(3.0f / static_cast<float>(o.n)), 11);
+    weights_ = ctx.createBuffer(weightsHost_.size() * 2, "sync weights");
+    ctx.upload(weights_, 0, weightsHost_.data(), weightsHost_.size() * 2);
     vectors_ = ctx.createBuffer(uint64_t(o.n) * 8, "sync vectors");
     sync_ = ctx.createBuffer(16, "sync counter");
     std::mt19937 rng(5);
@@ -103,12 +82,11 @@ public:
                              "SYNC_SKIP_COMPUTE", "SYNC_CODE", "SYNC_CODE_UNROLLED"})
       if (source.find(std::string("#define ") + name + " ") == std::string::npos)
         source += std::string("#define ") + name + " 0\n";
-    vk::Pipeline pipeline = ctx_.createPipeline(compiler_.compile(benchKernel("sync.glsl", source), "sync bench"),
-                                                3, sizeof(Push), "sync bench");
+    vk::Pipeline pipeline = ctx_.createPipeline(
+        compiler_.compile(benchKernel("sync.glsl", source), "sync bench"), 3, sizeof(Push), "sync bench");
     // The driver's statistics of each way's kernel (where the context captures them: --statistics).
-    for (const vk::PipelineStatistic &st : vk::pipelineStatistics(ctx_, pipeline))
-      statistics_[std::string(persistent ? "persistent " : "dispatch ") + st.executable + ": " + st.name] =
-          st.value;
+    addStatistics(statistics_, vk::pipelineStatistics(ctx_, pipeline),
+                  persistent ? "persistent " : "dispatch ");
     VkDescriptorSet set = ctx_.createDescriptorSet(pipeline, {{weights_.handle(), 0, weights_.size()},
                                                               {vectors_.handle(), 0, vectors_.size()},
                                                               {sync_.handle(), 0, sync_.size()}});
@@ -185,7 +163,7 @@ private:
   codegen::ShaderCompiler &compiler_;
   SyncOptions o_;
   uint32_t subgroup_ = 0, warps_ = 0, rows_ = 0, copies_ = 0;
-  std::vector<uint8_t> weightsHost_;
+  std::vector<uint16_t> weightsHost_;
   std::vector<float> x0_, expected_;
   nlohmann::json statistics_ = nlohmann::json::object();
   vk::Buffer weights_, vectors_, sync_;

@@ -18,6 +18,7 @@
 #include "runtime/vulkan/PipelineStatistics.h"
 #include "tools/gerbil-kernel-bench/Defines.h"
 #include "tools/gerbil-kernel-bench/MlpBench.h"
+#include "tools/gerbil-kernel-bench/StatisticsJson.h"
 #include "tools/gerbil-kernel-bench/SyncBench.h"
 
 #include <CLI/CLI.hpp>
@@ -103,7 +104,8 @@ public:
     // A --define of a name codegen defines replaces codegen's value (a second #define would not compile).
     for (const auto &[name, value] : bench::parseDefines(options_.defines)) {
       auto same = [&](const auto &define) { return define.first == name; };
-      if (auto it = std::find_if(source.defines.begin(), source.defines.end(), same); it != source.defines.end())
+      if (auto it = std::find_if(source.defines.begin(), source.defines.end(), same);
+          it != source.defines.end())
         it->second = value;
       else
         source.defines.emplace_back(name, value);
@@ -176,7 +178,7 @@ public:
   // The driver's statistics of the last kernel timed (--statistics), as {"executable: name": value}.
   nlohmann::json statistics() const {
     nlohmann::json out = nlohmann::json::object();
-    for (const vk::PipelineStatistic &s : statistics_) out[s.executable + ": " + s.name] = s.value;
+    bench::addStatistics(out, statistics_);
     return out;
   }
 
@@ -199,8 +201,9 @@ int main(int argc, char **argv) {
   app.add_option("--repeats", options.repeats, "Timed launches (the median is reported)")
       ->check(CLI::Range(1, 10000));
   app.add_option("--device", options.device, "Vulkan device index");
-  app.add_option("--define", options.defines,
-                 "NAME=VALUE added to the kernel's #defines, or replacing codegen's value of NAME (repeatable)");
+  app.add_option(
+      "--define", options.defines,
+      "NAME=VALUE added to the kernel's #defines, or replacing codegen's value of NAME (repeatable)");
   app.add_flag("--statistics", options.statistics,
                "Add the driver's statistics of the compiled kernel (registers, spills...) where it has "
                "VK_KHR_pipeline_executable_properties");
@@ -217,7 +220,7 @@ int main(int argc, char **argv) {
   matmul->add_option("--tokens", tokens, "T");
   matmul->add_option("--n", n, "Outputs");
   matmul->add_option("--k", k, "Reduction width");
-  matmul->add_option("--target", target, "generic, or nvidia[:TxNxK:WTxWN]");
+  matmul->add_option("--target", target, "generic, or nvidia[:TxNxK:WTxWN[:S]]");
   matmul->add_flag("--norm", norm, "RMSNorm prologue");
   matmul->add_flag("--row-scales", rowScales,
                    "With --norm on a coop target: the rows' scales read from a buffer (a row_scales launch "
@@ -299,6 +302,7 @@ int main(int argc, char **argv) {
     if (mlpCommand->parsed()) {
       mlp.repeats = std::min(options.repeats, 200);
       mlp.defines = bench::parseDefines(options.defines);
+      mlp.statistics = options.statistics;
       out.update(bench::runMlpBench(bench.context(), bench.compiler(), mlp));
     } else if (syncCommand->parsed()) {
       sync.repeats = std::min(options.repeats, 200);
@@ -310,8 +314,7 @@ int main(int argc, char **argv) {
       codegen::MatMulSpec spec;
       spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,
       spec.eps = 1e-5, spec.rowScales = rowScales;
-      spec.variant =
-          profile.cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
+      spec.variant = profile.cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
       spec.coopTiling = mlir::gerbil::coopTilingFor(profile, n, k);
       codegen::KernelSource source = codegen::matmulKernel(spec);
       std::vector<BindingData> data;
@@ -421,7 +424,9 @@ int main(int argc, char **argv) {
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     }
-    if (options.statistics && !syncCommand->parsed()) out["statistics"] = bench.statistics();
+    // sync and mlp report their own kernels' statistics.
+    if (options.statistics && !syncCommand->parsed() && !mlpCommand->parsed())
+      out["statistics"] = bench.statistics();
     std::cout << out.dump() << std::endl;
     return 0;
   } catch (const std::exception &e) {
