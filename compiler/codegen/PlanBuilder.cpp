@@ -55,6 +55,14 @@ struct KernelInstance {
 // Scratch: the counters at its start, the partial results from this offset.
 constexpr uint64_t kScratchPartialsOffset = 4096;
 
+// Grid (T, columns, 1) of a prefill launch that codegen adds beside a dispatch's own (row_scales,
+// rope_append).
+AffineMap perTokenGrid(MLIRContext *ctx, int64_t columns) {
+  return AffineMap::get(
+      0, 1, {getAffineSymbolExpr(0, ctx), getAffineConstantExpr(columns, ctx), getAffineConstantExpr(1, ctx)},
+      ctx);
+}
+
 // A kernel must have the workgroup size that dispatch formation gave its dispatch (`what`, named with its
 // location), whose grid counts workgroups of that size.
 void requireFormedWorkgroup(const KernelSource &kernel, ArrayRef<int64_t> formed, const std::string &what) {
@@ -531,11 +539,8 @@ private:
       scales.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)},
                         {BindingSource::ScratchPartials, 0}};
       scales.scratchPartialBytes = static_cast<uint64_t>(maxTokens_) * 4;
-      MLIRContext *ctx = dispatch.getContext();
-      AffineMap grid = AffineMap::get(
-          0, 1, {getAffineSymbolExpr(0, ctx), getAffineConstantExpr(1, ctx), getAffineConstantExpr(1, ctx)},
-          ctx);
-      out.push_back(finish(dispatch, scales, grid, "row_scales", label + ".row_scales", nullptr));
+      out.push_back(finish(dispatch, scales, perTokenGrid(dispatch.getContext(), 1), "row_scales",
+                           label + ".row_scales", nullptr));
       k.scratchPartialBytes = scales.scratchPartialBytes;
     }
     for (const KernelBinding &b : k.source.bindings) {
@@ -559,8 +564,8 @@ private:
       k.origins.push_back({BindingSource::ValueOf, 0, v});
     }
     out.push_back(finish(dispatch, k, dispatch.getGrid(), family, label, nullptr));
-    if (fusesRopeAppend(dispatch)) {
-      out.push_back(lowerRopeAppend(dispatch));
+    if (fusesRopeAppend(g)) {
+      out.push_back(lowerRopeAppend(dispatch, g));
       return out;
     }
     for (Operation &op : dispatch.getBody().front().without_terminator())
@@ -684,43 +689,39 @@ private:
     return spec;
   }
 
-  // Whether a dispatch is a q/k/v group whose RoPE of q and k and cache write prefill runs as one launch
-  // (rope_append.glsl): the body holds them as the decode kernel takes them, both rotations alike, the
-  // rotated keys used only by the write, one position. Otherwise they run op by op.
-  bool fusesRopeAppend(gd::DispatchOp dispatch) {
-    if (withoutCoopSuffix(dispatch.getKernel()) != gd::kQKVKernel) return false;
-    GroupBody g = parseGroup(dispatch);
-    if (!g.ropeQ || !g.ropeK || !g.append) return false;
+  // Whether a q/k/v group's RoPE of q and k and cache write run in prefill as one launch (rope_append.glsl):
+  // the body holds them as the decode kernel takes them, both rotations alike, the rotated keys used only
+  // by the write, one position. Otherwise they run op by op.
+  bool fusesRopeAppend(const GroupBody &g) {
+    if (!g.qkv || !g.ropeQ || !g.ropeK || !g.append) return false;
     gd::RoPEOp q = g.ropeQ, k = g.ropeK;
-    if (g.append.getKeys() != k.getResult() || !k.getResult().hasOneUse() ||
-        q.getStartPos() != k.getStartPos() || g.append.getStartPos() != q.getStartPos() ||
+    gd::KVAppendOp append = g.append;
+    if (append.getKeys() != k.getResult() || !k.getResult().hasOneUse() ||
+        q.getStartPos() != k.getStartPos() || append.getStartPos() != q.getStartPos() ||
         q.getHeadDim() != k.getHeadDim() || q.getRotaryDim() != k.getRotaryDim() ||
         q.getInvFreq() != k.getInvFreq() || q.getAttentionScaling() != k.getAttentionScaling())
       return false;
-    auto cache = module_.lookupSymbol<gd::KVCacheOp>(g.append.getCacheAttr());
+    auto cache = module_.lookupSymbol<gd::KVCacheOp>(append.getCacheAttr());
     return static_cast<int64_t>(cache.getHeadDim()) == static_cast<int64_t>(q.getHeadDim()) &&
            static_cast<int64_t>(cache.getNumKvHeads()) == static_cast<int64_t>(k.getNumHeads());
   }
 
-  // The rope_append launch of a dispatch that fusesRopeAppend.
-  plan::Dispatch lowerRopeAppend(gd::DispatchOp dispatch) {
-    GroupBody g = parseGroup(dispatch);
+  // The rope_append launch of a group that fusesRopeAppend.
+  plan::Dispatch lowerRopeAppend(gd::DispatchOp dispatch, const GroupBody &g) {
     gd::RoPEOp q = g.ropeQ, k = g.ropeK;
+    gd::KVAppendOp append = g.append;
     KernelInstance kernel;
     kernel.source = ropeAppendKernel(rotarySpec(q), q.getNumHeads(), k.getNumHeads(), options_.maxSequence);
     kernel.origins = {{BindingSource::ValueOf, 0, q.getInput()},
                       {BindingSource::ValueOf, 0, k.getInput()},
-                      {BindingSource::ValueOf, 0, g.append.getValues()},
+                      {BindingSource::ValueOf, 0, append.getValues()},
                       {BindingSource::ValueOf, 0, q.getResult()},
                       {BindingSource::CacheKeys, 0},
                       {BindingSource::CacheValues, 0}};
-    kernel.cache = g.append.getCacheAttr();
-    MLIRContext *ctx = dispatch.getContext();
-    uint32_t columns = ropeAppendColumns(q.getNumHeads(), k.getNumHeads(), q.getHeadDim());
-    AffineMap grid = AffineMap::get(
-        0, 1, {getAffineSymbolExpr(0, ctx), getAffineConstantExpr(columns, ctx), getAffineConstantExpr(1, ctx)},
-        ctx);
-    return finish(dispatch, kernel, grid, "rope_append", locationName(g.append.getLoc()), nullptr);
+    kernel.cache = append.getCacheAttr();
+    AffineMap grid = perTokenGrid(dispatch.getContext(),
+                                  ropeAppendColumns(q.getNumHeads(), k.getNumHeads(), q.getHeadDim()));
+    return finish(dispatch, kernel, grid, "rope_append", locationName(append.getLoc()), nullptr);
   }
 
   // Split-KV attention of one query token (attention_decode.glsl), with its scratch: a counter per
@@ -748,11 +749,13 @@ private:
     if (decode && dispatch.getDecodeGrid()) return {lowerGroup(dispatch)};
     if (!decode && dispatch.getKernel().ends_with(gd::kCoopSuffix)) return lowerGroupPrefill(dispatch);
     // Op by op, but a q/k/v group's RoPE and cache write as one launch after its projections.
-    const bool fuseRope = fusesRopeAppend(dispatch);
+    std::optional<GroupBody> group;
+    if (withoutCoopSuffix(dispatch.getKernel()) == gd::kQKVKernel) group = parseGroup(dispatch);
+    const bool fuseRope = group && fusesRopeAppend(*group);
     std::vector<plan::Dispatch> ops;
     for (Operation &op : dispatch.getBody().front().without_terminator())
       if (!fuseRope || !isa<gd::RoPEOp, gd::KVAppendOp>(op)) ops.push_back(lower(dispatch, &op, false));
-    if (fuseRope) ops.push_back(lowerRopeAppend(dispatch));
+    if (fuseRope) ops.push_back(lowerRopeAppend(dispatch, *group));
     return ops;
   }
 

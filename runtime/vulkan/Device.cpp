@@ -784,12 +784,13 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   std::vector<const char *> extensionNames;
   for (const std::string &name : options.extensions)
     if (info_.hasExtension(name)) extensionNames.push_back(name.c_str());
+  auto enabling = [&](const char *extension) {
+    return std::any_of(extensionNames.begin(), extensionNames.end(),
+                       [&](const char *e) { return std::strcmp(e, extension) == 0; });
+  };
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cooperativeMatrixNV{};
   cooperativeMatrixNV.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-  bool wantsCooperativeMatrixNV =
-      std::any_of(extensionNames.begin(), extensionNames.end(),
-                  [](const char *e) { return std::strcmp(e, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) == 0; });
-  if (wantsCooperativeMatrixNV) {
+  if (enabling(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
     cooperativeMatrixNV.cooperativeMatrix = VK_TRUE;
     cooperativeMatrixNV.pNext = enabled.pNext;
     enabled.pNext = &cooperativeMatrixNV;
@@ -798,9 +799,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   // their result), the only feature of it that kernels use.
   VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomicFloat{};
   atomicFloat.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
-  if (std::any_of(extensionNames.begin(), extensionNames.end(), [](const char *e) {
-        return std::strcmp(e, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) == 0;
-      })) {
+  if (enabling(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME)) {
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT supportedAtomics{};
     supportedAtomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
     VkPhysicalDeviceFeatures2 query{};
