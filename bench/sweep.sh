@@ -34,6 +34,10 @@ for line in open(sys.argv[1]):
         what = f"n {r['n']}, {r['phases']} phases, {r['workgroups']} x {r['workgroup_size']}, {r['weight_copies']} W" + (" empty" if r["empty"] else "")
         print(f"sync             {what:40} {' '.join(r['defines']):28} dispatch {r['dispatch_us']:.2f} us, persistent {r['persistent_us']:.2f} us a phase")
         continue
+    if r["kernel"] == "mlp":
+        what = f"{r['hidden']} / {r['inter']}, slice {r['slice']}, {r['workgroup_size']}, {r['weight_copies']} W"
+        print(f"mlp              {what:40} {' '.join(r['defines']):28} {r['us']:9.1f} us a phase {r['gb_per_s']:.0f} GB/s")
+        continue
     shape = {"matmul": lambda: f"T{r['tokens']} N{r['n']} K{r['k']} {r['tiling']}",
              "gemv": lambda: f"N{r['n']} K{r['k']} split {r['split']}{' gate/up' if r.get('gate_up') else ''}",
              "attention-decode": lambda: f"H{r['heads']}/{r['kv_heads']} d{r['head_dim']} pos {r['position']}",

@@ -63,6 +63,15 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     throw CodegenError("a gate/up matmul needs subgroup blocks of whole gate/up fragment pairs (32 columns)");
   if (spec.mode != MatMulMode::Single && spec.residual)
     throw CodegenError("grouped projections take no residual");
+  const int64_t split = spec.variant == MatMulVariant::Coop ? spec.coopTiling.splitK : 1;
+  if (split < 1 || split > mlir::gerbil::kMaxSplitK)
+    throw CodegenError("a K split of " + std::to_string(split) + " (1 to " +
+                       std::to_string(mlir::gerbil::kMaxSplitK) + ")");
+  if (split > 1 && spec.mode != MatMulMode::Single)
+    throw CodegenError("grouped projections are not split over K (their epilogues need whole sums)");
+  if (split > 1 && spec.rowScales)
+    throw CodegenError("a matmul split over K keeps its parts where row scales would be");
+  define("SPLIT_K", std::to_string(split)); // a plain integer: the kernel tests it with #if
   define("MODE_GATE_UP", spec.mode == MatMulMode::GateUp ? "1" : "0");
   define("MODE_QKV", spec.mode == MatMulMode::QKV ? "1" : "0");
   auto weight = [&](const std::string &name) {
@@ -108,6 +117,10 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
       k.bindings.push_back({part, Access::Write, plan::DType::F32, false});
   else
     k.bindings.push_back({"result", Access::Write, plan::DType::F32, false});
+  if (split > 1) {
+    k.bindings.push_back({"partial", Access::ReadWrite, plan::DType::F32, true, true});
+    k.bindings.push_back({"counters", Access::TokenIdsWrite, plan::DType::I32});
+  }
   if (spec.norm && spec.normWeight != plan::DType::F32 && spec.variant == MatMulVariant::Coop)
     throw CodegenError("the cooperative-matrix matmul reads its norm weight as f32 vectors");
   return k;
@@ -135,10 +148,19 @@ std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {
     int64_t columns = spec.mode == MatMulMode::GateUp ? gd::coopGateUpColumns(tiling, spec.n)
                       : spec.mode == MatMulMode::QKV  ? gd::coopQKVColumns(tiling, spec.n, spec.nK, spec.nV)
                                                       : gd::coopTiles(tiling, spec.n);
-    return {static_cast<uint32_t>(columns), ceilDiv(tokens, tiling.tileT), 1};
+    return {static_cast<uint32_t>(columns), ceilDiv(tokens, tiling.tileT),
+            static_cast<uint32_t>(spec.mode == MatMulMode::Single ? tiling.splitK : 1)};
   }
   }
   return {1, 1, 1};
+}
+
+SplitKScratch splitKScratch(const MatMulSpec &spec, int64_t maxTokens) {
+  const mlir::gerbil::CoopMatMulTiling &t = spec.coopTiling;
+  if (spec.variant != MatMulVariant::Coop || spec.mode != MatMulMode::Single || t.splitK <= 1) return {};
+  const uint64_t tiles = static_cast<uint64_t>(mlir::gerbil::coopTiles(t, spec.n)) *
+                         static_cast<uint64_t>((maxTokens + t.tileT - 1) / t.tileT);
+  return {tiles * static_cast<uint64_t>(t.splitK * t.tileT * t.tileN) * 4, tiles * 4};
 }
 
 } // namespace gerbil::codegen

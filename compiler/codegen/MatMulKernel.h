@@ -36,7 +36,8 @@ struct MatMulSpec {
 };
 
 // Bindings in this order (then the state buffer, as for every kernel):
-//   Single: x, w, [g], [scales], [residual], result
+//   Single: x, w, [g], [scales], [residual], result, [partial, counters] (split over K: scratch, counters
+//           zeroed before the first launch; splitKScratch sizes them)
 //   GateUp: x, w_gate, w_up, [g], [scales], [bias_gate], [bias_up], result
 //   QKV:    x, w_q, w_k, w_v, [g], [scales], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v
 // Throws CodegenError when the variant cannot take the shape (Coop needs K a multiple of 8; GateUp subgroup
@@ -45,6 +46,13 @@ KernelSource matmulKernel(const MatMulSpec &spec);
 
 // Workgroups of the prefill variants for T tokens (the kernel catalog gives dispatch formation the same).
 std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens);
+
+// The scratch of a Coop matmul split over K, for steps of up to maxTokens tokens: the parts of the sums
+// (f32, a tile of each workgroup) and a counter a tile (left at 0 after each launch). Zero where unsplit.
+struct SplitKScratch {
+  uint64_t partialBytes = 0, counterBytes = 0;
+};
+SplitKScratch splitKScratch(const MatMulSpec &spec, int64_t maxTokens);
 
 // The RMS scales of a step's rows of x, k wide (row_scales.glsl), for a Coop matmul with rowScales.
 // Bindings: x, result (one float a row); grid (T, 1, 1).

@@ -52,8 +52,9 @@ struct KernelInstance {
   std::optional<std::array<uint32_t, 3>> grid;
 };
 
-// Scratch: the counters at its start, the partial results from this offset.
-constexpr uint64_t kScratchPartialsOffset = 4096;
+// Scratch: the counters at its start, the partial results from this offset (16384 counters: a split-K
+// matmul takes one a tile).
+constexpr uint64_t kScratchPartialsOffset = 65536;
 
 // Grid (T, columns, 1) of a prefill launch that codegen adds beside a dispatch's own (row_scales,
 // rope_append).
@@ -313,7 +314,10 @@ private:
       k.source = std::move(source);
       unsigned next = 0;
       for (const KernelBinding &b : k.source.bindings)
-        k.origins.push_back(b.name == "result" ? result : operand(next++));
+        k.origins.push_back(b.name == "result"     ? result
+                            : b.name == "partial"  ? BindingSource{BindingSource::ScratchPartials}
+                            : b.name == "counters" ? BindingSource{BindingSource::ScratchCounters}
+                                                   : operand(next++));
     };
     llvm::TypeSwitch<Operation *>(op)
         .Case<gd::EmbeddingOp>([&](gd::EmbeddingOp e) {
@@ -381,6 +385,9 @@ private:
           spec.variant = coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
           if (coop) spec.coopTiling = mlir::gerbil::coopTilingFor(*profile_, spec.n, spec.k);
           takeLinearKernel(matmulKernel(spec));
+          SplitKScratch split = splitKScratch(spec, maxTokens_);
+          k.scratchPartialBytes = split.partialBytes;
+          k.scratchCounterBytes = split.counterBytes;
         })
         .Case<gd::AddOp, gd::MulOp>([&](Operation *e) {
           k.source.templateFile = "elementwise.glsl";
@@ -781,6 +788,11 @@ private:
                         const std::string &family, const std::string &label, Operation *op) {
     plan::Dispatch d;
     d.label = label;
+    if (k.scratchCounterBytes > kScratchPartialsOffset)
+      throw CodegenError("dispatch '" + label + "' needs " + std::to_string(k.scratchCounterBytes / 4) +
+                         " counters, more than the scratch holds (" +
+                         std::to_string(kScratchPartialsOffset / 4) +
+                         "): a shorter prefill chunk needs fewer");
     for (const BindingSource &origin : k.origins) {
       switch (origin.kind) {
       case BindingSource::Operand:

@@ -84,7 +84,9 @@ CoopMatMulTiling mlir::gerbil::groupPrefillTiling(const TargetProfile &profile, 
                                                   int64_t n, int64_t nK, int64_t nV) {
   // Gate/up tiles hold gate and up rows of TILE_N / 2 outputs: tiled like a matmul of 2n rows; q/k/v like
   // one of all their rows.
-  return coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
+  CoopMatMulTiling tiling = coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
+  tiling.splitK = 1; // their epilogues need whole sums
+  return tiling;
 }
 
 std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, const TargetProfile &profile) {
@@ -155,6 +157,8 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
           CoopMatMulTiling tiling = coopTilingFor(profile, n, k);
           c = choice(ctx, family + kCoopSuffix, tiling.workgroup(), constant(coopTiles(tiling, n)),
                      tokens.ceilDiv(tiling.tileT));
+          c.grid =
+              AffineMap::get(0, 1, {c.grid.getResult(0), c.grid.getResult(1), constant(tiling.splitK)}, ctx);
         }
         GemvShape gemv = gemvShape(k, n, false);
         c.decodeGrid = AffineMap::get(0, 1, {constant(ceilDiv(n, gemv.rows)), constant(1), constant(1)}, ctx);

@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
   matmul->add_option("--tokens", tokens, "T");
   matmul->add_option("--n", n, "Outputs");
   matmul->add_option("--k", k, "Reduction width");
-  matmul->add_option("--target", target, "generic, or nvidia[:TxNxK:WTxWN[:S]]");
+  matmul->add_option("--target", target, "generic, or nvidia[:TxNxK:WTxWN[:S[:P]]]");
   matmul->add_flag("--norm", norm, "RMSNorm prologue");
   matmul->add_flag("--row-scales", rowScales,
                    "With --norm on a coop target: the rows' scales read from a buffer (a row_scales launch "
@@ -317,13 +317,19 @@ int main(int argc, char **argv) {
       spec.variant = profile.cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
       spec.coopTiling = mlir::gerbil::coopTilingFor(profile, n, k);
       codegen::KernelSource source = codegen::matmulKernel(spec);
+      const codegen::SplitKScratch split = codegen::splitKScratch(spec, tokens);
       std::vector<BindingData> data;
       for (const codegen::KernelBinding &b : source.bindings) {
-        size_t elements = b.name == "x"        ? tokens * k
-                          : b.name == "w"      ? n * k
-                          : b.name == "g"      ? k
-                          : b.name == "scales" ? tokens
-                                               : tokens * n;
+        if (b.name == "counters") {
+          data.push_back({std::vector<uint8_t>(split.counterBytes), false, true});
+          continue;
+        }
+        size_t elements = b.name == "x"         ? tokens * k
+                          : b.name == "w"       ? n * k
+                          : b.name == "g"       ? k
+                          : b.name == "scales"  ? tokens
+                          : b.name == "partial" ? split.partialBytes / 4
+                                                : tokens * n;
         data.push_back(
             {randomBytes(elements, b.name == "w" ? options.dtype : plan::DType::F32, 7), b.name == "w"});
       }
@@ -338,7 +344,8 @@ int main(int argc, char **argv) {
                   {"tiling", profile.cooperativeMatrix
                                  ? std::to_string(t.tileT) + "x" + std::to_string(t.tileN) + "x" +
                                        std::to_string(t.tileK) + ":" + std::to_string(t.warpsT) + "x" +
-                                       std::to_string(t.warpsN) + (t.stages == 1 ? ":1" : "")
+                                       std::to_string(t.warpsN) + ":" + std::to_string(t.stages) + ":" +
+                                       std::to_string(t.splitK)
                                  : "tiled"},
                   {"ms", ms},
                   {"tflops", 2.0 * tokens * n * k / (ms * 1e9)}});

@@ -21,6 +21,12 @@
 //                 (ceil(N / (TILE_N / 2)), ...), N the outputs.
 //   MODE_QKV      workgroups [0, GROUPS_Q) take TILE_N rows of w_q each, the next GROUPS_K of w_k, the last
 //                 GROUPS_V of w_v, and write result_q, result_k, result_v (+ bias).
+//
+// SPLIT_K > 1 (plain projections): grid z splits K. Each workgroup sums its share of the slices and stores
+// it to `partial` (its tile's TILE_T × TILE_N floats); the last of a tile's SPLIT_K workgroups to count
+// itself in (an atomic counter a tile, which it returns to 0) adds the shares in split order, so the sum
+// does not depend on which finished last, and writes the result. For projections with few tile columns and
+// long rows, which would leave most multiprocessors idle.
 #ifndef MODE_GATE_UP
 #define MODE_GATE_UP 0
 #endif
@@ -29,6 +35,9 @@
 #endif
 #ifndef COOP_STAGES
 #define COOP_STAGES 2
+#endif
+#ifndef SPLIT_K
+#define SPLIT_K 1
 #endif
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
@@ -51,6 +60,7 @@ shared uvec4 wTile_[COOP_STAGES][TILE_N * ROW_WORDS];  // [n][k]: B, column-majo
 // checks and the residual. Until then its first TILE_T words hold the RMS scales of the tile's rows.
 shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
 #define rowScale_ scratch_
+shared bool lastShare_;  // SPLIT_K: this workgroup adds the tile's shares
 
 // A slice is staged in two halves: the global loads into registers (issued before the products of the
 // previous slice, so that their latency hides behind them) and, after the products, the arithmetic on them
@@ -225,15 +235,18 @@ void main() {
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = FragC(0.0);
 
-  uint slices = (K + TILE_K - 1u) / TILE_K;
+  const uint SLICES = (K + TILE_K - 1u) / TILE_K, SPLIT_SLICES = (SLICES + SPLIT_K - 1u) / SPLIT_K;
+  // This workgroup's slices [first, first + slices); a last split may have fewer, or none.
+  uint first = gl_WorkGroupID.z * SPLIT_SLICES;
+  uint slices = min(SLICES, first + SPLIT_SLICES) - min(SLICES, first);
   Staged staged;
-  loadSlice(0u, staged);
+  loadSlice(first * TILE_K, staged);
   storeSlice(0u, staged);
   barrier();
   for (uint s = 0; s < slices; ++s) {
     uint current = s % COOP_STAGES;
     bool more = s + 1u < slices;
-    if (more) loadSlice((s + 1u) * TILE_K, staged);
+    if (more) loadSlice((first + s + 1u) * TILE_K, staged);
     multiplySlice(current, acc, warpT, warpN);
 #if COOP_STAGES == 1
     barrier();  // every subgroup is done with the buffer before it is rewritten
@@ -243,6 +256,41 @@ void main() {
     if (more) storeSlice((s + 1u) % COOP_STAGES, staged);
     barrier();
   }
+
+#if SPLIT_K > 1 && !MODE_GATE_UP && !MODE_QKV
+  // Publish this split's share of the tile, then count it in; the tile's last split adds the shares.
+  const uint TILE_ELEMENTS = TILE_T * TILE_N;
+  uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
+    [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
+      coopMatStoreNV(acc[i][j], partial_,
+                     (tile * SPLIT_K + gl_WorkGroupID.z) * TILE_ELEMENTS + (warpT * WARP_T + i * FRAG) * TILE_N +
+                         warpN * WARP_N + j * FRAG,
+                     TILE_N, false);
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationIndex == 0u) lastShare_ = atomicAdd(counters[tile], 1) == int(SPLIT_K) - 1;
+  barrier();
+  if (!lastShare_) return;
+  memoryBarrierBuffer();
+  if (gl_LocalInvocationIndex == 0u) atomicExchange(counters[tile], 0);  // ready for the next launch
+  for (uint e = gl_LocalInvocationIndex; e < TILE_ELEMENTS / 4u; e += WORKGROUP) {
+    vec4 sum = vec4(0.0);
+    [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) sum += partial_v4[(tile * SPLIT_K + s) * (TILE_ELEMENTS / 4u) + e];
+    uint t = gl_WorkGroupID.y * TILE_T + 4u * e / TILE_N, n0 = gl_WorkGroupID.x * TILE_N + 4u * e % TILE_N;
+    if (t >= step_.tokens) continue;
+    [[unroll]] for (uint c = 0; c < 4u; ++c) {
+      uint n = n0 + c;
+      if (n >= N) continue;
+#if RESIDUAL
+      store_result(t * N + n, sum[c] + load_residual(t * N + n));
+#else
+      store_result(t * N + n, sum[c]);
+#endif
+    }
+  }
+  return;
+#endif
 
   // The loop's last barrier ended every use of the row scales.
   uint lane = gl_LocalInvocationIndex % SUBGROUP, fragment = warp * FRAG * FRAG;

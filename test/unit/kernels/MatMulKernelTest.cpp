@@ -65,9 +65,18 @@ protected:
     std::vector<vk::Buffer> buffers = linearBuffers(x, packWeights(w, spec.weight), spec.norm ? &g : nullptr,
                                                     spec.residual ? &residual : nullptr, t * n);
     if (spec.rowScales) buffers.insert(buffers.begin() + 3, upload(rowScales(x, t, k, spec.eps), "scales"));
+    // Split over K: the parts' scratch (garbage to start with) and zeroed counters, after the result. Two
+    // launches: the second finds the counters the first left at 0.
+    const codegen::SplitKScratch split = codegen::splitKScratch(spec, t);
+    if (split.partialBytes) {
+      buffers.insert(buffers.end() - 1, upload(std::vector<float>(split.partialBytes / 4, 1e30f), "partial"));
+      buffers.insert(buffers.end() - 1, upload(std::vector<float>(split.counterBytes / 4, 0.0f), "counters"));
+    }
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel");
-    std::vector<float> result = download(buffers[buffers.size() - 2], t * n);
+    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel", split.partialBytes ? 2 : 1);
+    size_t resultIndex = 0;
+    while (source.bindings[resultIndex].name != "result") ++resultIndex;
+    std::vector<float> result = download(buffers[resultIndex], t * n);
 
     // f32 accumulation in another order: the error grows with K. With f16 inputs the reference rounds them
     // too, but an input within rounding error of a tie may round the other way (one f16 step, 1/1024).
@@ -110,13 +119,17 @@ TEST_F(MatMulKernelTest, TiledNormPrologueAndResidualEpilogue) {
 TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
   const Shape shapes[] = {{1, 64, 64},    {7, 100, 72},    {64, 64, 64},
                           {65, 130, 160}, {130, 200, 256}, {512, 192, 512}};
-  // The profile's tiling and larger ones to tune with (gerbilc --target nvidia:TxNxK:WTxWN).
+  // The profile's tiling and larger ones to tune with (gerbilc --target nvidia:TxNxK:WTxWN[:S[:P]]), split
+  // over K too: 3 splits of K 72 (3 slices of 32) leave none empty, 4 leave the last one empty.
   const char *targets[] = {"nvidia",
                            "nvidia:128x128x32:2x4",
                            "nvidia:128x64x32:2x2",
                            "nvidia:64x128x16:1x4",
                            "nvidia:128x256x32:2x4:1",
-                           "nvidia:128x128x64:2x2:1"};
+                           "nvidia:128x128x64:2x2:1",
+                           "nvidia:64x64x32:2x2:2:4",
+                           "nvidia:64x64x32:2x2:1:3",
+                           "nvidia:128x128x32:2x4:2:2"};
   if (!hasCooperativeMatrix()) {
     // Every tiling and variant still compiles to valid SPIR-V and fits the 48 KiB of shared memory of the
     // devices that have the extension.
@@ -129,7 +142,7 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
         spec.n = 1000;
         spec.weight = variant & 4 ? plan::DType::BF16 : plan::DType::F16;
         spec.norm = variant & 1;
-        spec.rowScales = spec.norm && (variant & 4);
+        spec.rowScales = spec.norm && (variant & 4) && spec.coopTiling.splitK == 1;
         spec.residual = variant & 2;
         spec.eps = 1e-5;
         codegen::KernelSource source = codegen::matmulKernel(spec);
@@ -153,7 +166,8 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
           spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
           spec.weight = dtype;
           spec.norm = variant & 1;
-          spec.rowScales = spec.norm && s % 2 == 0; // the scales of a row_scales launch, or the prologue's
+          // The scales of a row_scales launch, or the prologue's (a split matmul's scratch holds its parts).
+          spec.rowScales = spec.norm && s % 2 == 0 && spec.coopTiling.splitK == 1;
           spec.residual = variant & 2;
           spec.eps = 1e-5;
           check(spec, shape);

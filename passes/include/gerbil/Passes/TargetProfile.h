@@ -18,6 +18,10 @@ namespace mlir::gerbil {
 struct CoopMatMulTiling {
   int64_t tileT, tileN, tileK, warpsT, warpsN;
   int64_t stages = 2; // shared-memory buffers of the staged slices (matmul_coop.glsl's COOP_STAGES: 1 or 2)
+  // Workgroups that share a tile's K (grid z, matmul_coop.glsl's SPLIT_K): each sums its part of the slices
+  // into the scratch, and the tile's last to finish adds the parts and writes the result. Plain projections
+  // only (the grouped ones keep 1).
+  int64_t splitK = 1;
   int64_t workgroup() const { return warpsT * warpsN * 32; }
 };
 
@@ -43,17 +47,37 @@ struct TargetProfile {
 // >= 2048. Narrow ones keep the profile's 64 × 64: 128 × 128 tiles of k/v projections or of a 1B model's
 // 2048-wide ones leave most multiprocessors idle (Llama-3.2-1B: 77 ms against 34 ms).
 inline constexpr int64_t kWideCoopMatMul = 4096, kDeepCoopMatMul = 2048;
-inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
-  if (profile.tilingGiven || n < kWideCoopMatMul) return profile.coopTiling;
-  if (n > kWideCoopMatMul && k >= kDeepCoopMatMul) return {128, 256, 32, 2, 4, 1};
-  return {128, 128, 32, 2, 4};
-}
 
 // Workgroup columns of the cooperative-matrix matmuls (grid x of matmul_coop.glsl), shared by the kernel
 // catalog's grids and codegen's: a plain projection's n outputs in tiles of tileN; gate/up tiles hold tileN /
 // 2 outputs of each matrix; q, k and v each take whole tiles (GROUPS_Q, GROUPS_K, GROUPS_V, in that order).
 inline int64_t coopTiles(const CoopMatMulTiling &tiling, int64_t n) {
   return (n + tiling.tileN - 1) / tiling.tileN;
+}
+
+// The K split of a plain projection with few tile columns: doubled while the columns times the split stay
+// within kSplitColumns and each part keeps kSplitSlices slices of K. Small models' down projections have
+// few columns and long rows (Qwen2.5-0.5B's: 14 columns of 64 outputs, K 4864), so a 512-token prefill ran
+// them on 112 workgroups of 4 subgroups, one a multiprocessor, each walking all 152 slices of K.
+inline constexpr int64_t kSplitColumns = 64, kSplitSlices = 32, kMaxSplitK = 8;
+inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) {
+  const int64_t columns = coopTiles(tiling, n), slices = (k + tiling.tileK - 1) / tiling.tileK;
+  int64_t split = 1;
+  while (split < kMaxSplitK && columns * split * 2 <= kSplitColumns && slices / (split * 2) >= kSplitSlices)
+    split *= 2;
+  return split;
+}
+
+// The tiling of a plain projection of n outputs and K = k.
+inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
+  if (profile.tilingGiven || !profile.cooperativeMatrix) return profile.coopTiling;
+  CoopMatMulTiling tiling = profile.coopTiling;
+  if (n > kWideCoopMatMul && k >= kDeepCoopMatMul)
+    tiling = {128, 256, 32, 2, 4, 1};
+  else if (n >= kWideCoopMatMul)
+    tiling = {128, 128, 32, 2, 4};
+  tiling.splitK = coopSplitK(tiling, n, k);
+  return tiling;
 }
 inline int64_t coopGateUpColumns(const CoopMatMulTiling &tiling, int64_t n) {
   return (n + tiling.tileN / 2 - 1) / (tiling.tileN / 2);
@@ -85,9 +109,10 @@ inline const TargetProfile *findTargetProfile(std::string_view name) {
 }
 
 // A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
-// its matmul tiling, "nvidia:TxNxK:WTxWN[:S]" (tokens × outputs × reduction step per workgroup, subgroups
-// along tokens × outputs, optionally the staging buffers, 1 or 2 (default); e.g. nvidia:128x128x32:2x4 or
-// nvidia:128x256x32:2x4:1), to tune on a device. std::nullopt when it does not parse.
+// its matmul tiling, "nvidia:TxNxK:WTxWN[:S[:P]]" (tokens × outputs × reduction step per workgroup,
+// subgroups along tokens × outputs, optionally the staging buffers, 1 or 2 (default), and the K split of
+// plain projections, 1 to 8 (default 1); e.g. nvidia:128x128x32:2x4 or nvidia:64x64x32:2x2:2:4), to tune on
+// a device. std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   size_t colon = spec.find(':');
   const TargetProfile *base = findTargetProfile(spec.substr(0, colon));
@@ -95,19 +120,20 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   TargetProfile profile = *base;
   if (colon == std::string_view::npos) return profile;
   if (!profile.cooperativeMatrix) return std::nullopt;
-  int64_t v[5], stages = 2;
-  int used = 0, usedWithStages = 0;
+  int64_t v[5], stages = 2, split = 1;
+  int used = 0, usedWithStages = 0, usedWithSplit = 0;
   std::string text(spec.substr(colon + 1));
-  if (std::sscanf(text.c_str(), "%ldx%ldx%ld:%ldx%ld%n:%ld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used,
-                  &stages, &usedWithStages) < 5)
+  if (std::sscanf(text.c_str(), "%ldx%ldx%ld:%ldx%ld%n:%ld%n:%ld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used,
+                  &stages, &usedWithStages, &split, &usedWithSplit) < 5)
     return std::nullopt;
-  if (used != static_cast<int>(text.size()) && usedWithStages != static_cast<int>(text.size()))
-    return std::nullopt;
+  const int length = static_cast<int>(text.size());
+  if (used != length && usedWithStages != length && usedWithSplit != length) return std::nullopt;
   for (int64_t x : v)
     if (x <= 0 || x > 1024) return std::nullopt;
   if (stages != 1 && stages != 2) return std::nullopt;
+  if (split < 1 || split > kMaxSplitK) return std::nullopt;
   profile.name = std::string(spec);
-  profile.coopTiling = {v[0], v[1], v[2], v[3], v[4], stages};
+  profile.coopTiling = {v[0], v[1], v[2], v[3], v[4], stages, split};
   profile.tilingGiven = true;
   return profile;
 }
