@@ -60,7 +60,6 @@ shared uvec4 wTile_[COOP_STAGES][TILE_N * ROW_WORDS];  // [n][k]: B, column-majo
 // checks and the residual. Until then its first TILE_T words hold the RMS scales of the tile's rows.
 shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
 #define rowScale_ scratch_
-shared bool lastShare_;  // SPLIT_K: this workgroup adds the tile's shares
 
 // A slice is staged in two halves: the global loads into registers (issued before the products of the
 // previous slice, so that their latency hides behind them) and, after the products, the arithmetic on them
@@ -269,9 +268,11 @@ void main() {
                      TILE_N, false);
   memoryBarrierBuffer();
   barrier();
-  if (gl_LocalInvocationIndex == 0u) lastShare_ = atomicAdd(counters[tile], 1) == int(SPLIT_K) - 1;
+  // Whether this workgroup adds the tile's shares, in the epilogue's scratch (the loop's last barrier ended
+  // its use for row scales): two stages of 128 × 128 tiles fill the 48 KiB exactly, with no room for a flag.
+  if (gl_LocalInvocationIndex == 0u) scratch_[0] = atomicAdd(counters[tile], 1) == int(SPLIT_K) - 1 ? 1.0 : 0.0;
   barrier();
-  if (!lastShare_) return;
+  if (scratch_[0] == 0.0) return;
   memoryBarrierBuffer();
   if (gl_LocalInvocationIndex == 0u) atomicExchange(counters[tile], 0);  // ready for the next launch
   for (uint e = gl_LocalInvocationIndex; e < TILE_ELEMENTS / 4u; e += WORKGROUP) {

@@ -45,7 +45,8 @@ struct TargetProfile {
 // the 1B's gate/up 5.7 → 4.9 ms a prefill, but Qwen2.5-0.5B's gate/up (K = 896: 28 slices, too few to
 // cover the longer start of a workgroup that is alone on its multiprocessor) 3.3 → 3.5 ms, so they need K
 // >= 2048. Narrow ones keep the profile's 64 × 64: 128 × 128 tiles of k/v projections or of a 1B model's
-// 2048-wide ones leave most multiprocessors idle (Llama-3.2-1B: 77 ms against 34 ms).
+// 2048-wide ones leave most multiprocessors idle (Llama-3.2-1B: 77 ms against 34 ms), unless their rows
+// are long enough to split over K (coopSplitK below).
 inline constexpr int64_t kWideCoopMatMul = 4096, kDeepCoopMatMul = 2048;
 
 // Workgroup columns of the cooperative-matrix matmuls (grid x of matmul_coop.glsl), shared by the kernel
@@ -55,27 +56,34 @@ inline int64_t coopTiles(const CoopMatMulTiling &tiling, int64_t n) {
   return (n + tiling.tileN - 1) / tiling.tileN;
 }
 
-// The K split of a plain projection with few tile columns: doubled while the columns times the split stay
-// within kSplitColumns and each part keeps kSplitSlices slices of K. Small models' down projections have
-// few columns and long rows (Qwen2.5-0.5B's: 14 columns of 64 outputs, K 4864), so a 512-token prefill ran
-// them on 112 workgroups of 4 subgroups, one a multiprocessor, each walking all 152 slices of K.
-inline constexpr int64_t kSplitColumns = 64, kSplitSlices = 32, kMaxSplitK = 8;
+// The K split of a narrow plain projection: doubled, up to 4, while the tile columns times the split stay
+// within kSplitColumns and each part keeps kSplitSlices slices of K. Small models' down and o projections
+// have few columns (Qwen2.5-0.5B's: 14 of 64 outputs), so a 512-token prefill ran them on 112 workgroups
+// of 4 subgroups, one a multiprocessor. Sweep x on the H200 (µs, 512 tokens, residual epilogue):
+//   Qwen down (896 / 4864):  64 × 64 142, split 2 82, 4 86, 8 92; 128 × 128 split 4 69, 8 78
+//   Qwen o (896 / 896):      64 × 64 35, split 2 25, 4 28
+//   1B down (2048 / 8192):   64 × 64 262, split 2 260, 4 264; 128 × 128 split 4 204
+//   1B o (2048 / 2048):      64 × 64 69, split 2 73 (the rule's one loss, 6%); 128 × 128 split 4 70
+//   8B down and o (128 × 128, 32 columns): split 2 3% and 1% slower; wide projections are not split.
+inline constexpr int64_t kSplitColumns = 64, kSplitSlices = 14, kMaxSplitK = 8, kMaxChosenSplitK = 4;
 inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) {
   const int64_t columns = coopTiles(tiling, n), slices = (k + tiling.tileK - 1) / tiling.tileK;
   int64_t split = 1;
-  while (split < kMaxSplitK && columns * split * 2 <= kSplitColumns && slices / (split * 2) >= kSplitSlices)
+  while (split < kMaxChosenSplitK && columns * split * 2 <= kSplitColumns &&
+         slices / (split * 2) >= kSplitSlices)
     split *= 2;
   return split;
 }
 
-// The tiling of a plain projection of n outputs and K = k.
+// The tiling of a plain projection of n outputs and K = k. Narrow ones with long rows (K >= 4096: the down
+// projections of small models) take 128 × 128 tiles split over K, others the profile's 64 × 64 tiles.
+inline constexpr int64_t kLongRowsCoopMatMul = 4096;
 inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
   if (profile.tilingGiven || !profile.cooperativeMatrix) return profile.coopTiling;
-  CoopMatMulTiling tiling = profile.coopTiling;
-  if (n > kWideCoopMatMul && k >= kDeepCoopMatMul)
-    tiling = {128, 256, 32, 2, 4, 1};
-  else if (n >= kWideCoopMatMul)
-    tiling = {128, 128, 32, 2, 4};
+  if (n > kWideCoopMatMul && k >= kDeepCoopMatMul) return {128, 256, 32, 2, 4, 1};
+  if (n >= kWideCoopMatMul) return {128, 128, 32, 2, 4};
+  CoopMatMulTiling tiling =
+      k >= kLongRowsCoopMatMul ? CoopMatMulTiling{128, 128, 32, 2, 4} : profile.coopTiling;
   tiling.splitK = coopSplitK(tiling, n, k);
   return tiling;
 }
