@@ -21,7 +21,7 @@ $D/bin/gerbil-exec --device-info > $R/device-info.txt 2>&1
 $D/bin/gerbil-exec --device-info --json > $R/device-info.json 2>&1
 # The matmul kernels against a reference, the cooperative-matrix one included where the device has it.
 # Line-buffered: what ran before a timeout still reaches the log.
-[ -x $D/bin/test-kernels ] && timeout ${TEST_KERNELS_TIMEOUT:-120} stdbuf -oL $D/bin/test-kernels > $R/test-kernels.txt 2>&1
+[ -x $D/bin/test-kernels ] && timeout ${TEST_KERNELS_TIMEOUT:-240} stdbuf -oL $D/bin/test-kernels > $R/test-kernels.txt 2>&1
 
 CHECK_OUT=$R/fixtures.json python3 bench/check_fixtures.py $D/bin $D/plans test/fixtures/models/* > $R/fixtures.txt 2>&1
 # New fixtures from a spec (make_reference.py, with transformers there) only when asked: NEW_FIXTURES=1.
