@@ -182,6 +182,17 @@ void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uin
   }
 }
 
+#if !MODE_GATE_UP && !MODE_QKV
+// One output of a plain projection, plus the residual; none outside the step's tokens or the N outputs.
+void writeOutput(uint t, uint n, float v) {
+  if (t >= step_.tokens || n >= N) return;
+#if RESIDUAL
+  v += load_residual(t * N + n);
+#endif
+  store_result(t * N + n, v);
+}
+#endif
+
 void main() {
   uint warp = gl_LocalInvocationIndex / SUBGROUP;
 #if MODE_QKV
@@ -285,16 +296,7 @@ void main() {
     vec4 sum = vec4(0.0);
     [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) sum += partial_v4[(tile * SPLIT_K + s) * (TILE_ELEMENTS / 4u) + e];
     uint t = gl_WorkGroupID.y * TILE_T + 4u * e / TILE_N, n0 = gl_WorkGroupID.x * TILE_N + 4u * e % TILE_N;
-    if (t >= step_.tokens) continue;
-    [[unroll]] for (uint c = 0; c < 4u; ++c) {
-      uint n = n0 + c;
-      if (n >= N) continue;
-#if RESIDUAL
-      store_result(t * N + n, sum[c] + load_residual(t * N + n));
-#else
-      store_result(t * N + n, sum[c]);
-#endif
-    }
+    [[unroll]] for (uint c = 0; c < 4u; ++c) writeOutput(t, n0 + c, sum[c]);
   }
   return;
 #endif
@@ -348,12 +350,7 @@ void main() {
         else
           store_result_v(t * N_V + n, v + load_bias_v(n));
 #else
-        if (t >= step_.tokens || n >= N) continue;
-#if RESIDUAL
-        store_result(t * N + n, scratch_[fragment + e] + load_residual(t * N + n));
-#else
-        store_result(t * N + n, scratch_[fragment + e]);
-#endif
+        writeOutput(t, n, scratch_[fragment + e]);
 #endif
       }
       subgroupBarrier();  // the fragment is written out before the next one overwrites it
