@@ -19,6 +19,16 @@ void defineAttention(KernelSource &k, const AttentionSpec &spec) {
   k.defines.emplace_back("WINDOW", uintValue(spec.window));
 }
 
+int64_t keySplits(const AttentionSpec &spec) {
+  namespace gd = mlir::gerbil;
+  const int64_t splits = spec.keySplits > 0 ? spec.keySplits : gd::kCoopAttentionKeySplits;
+  if (splits > gd::kCoopAttentionMaxKeySplits)
+    throw CodegenError("tensor-core attention takes at most " +
+                       std::to_string(gd::kCoopAttentionMaxKeySplits) + " key splits, not " +
+                       std::to_string(splits));
+  return splits;
+}
+
 KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   namespace gd = mlir::gerbil;
   if (!gd::fitsCoopAttention(spec.headDim))
@@ -30,12 +40,15 @@ KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   };
   defineAttention(k, spec);
   define("KV_TILE", uintValue(gd::kCoopAttentionKeyTile));
+  define("KEY_SPLITS", std::to_string(keySplits(spec))); // plain: #if reads it
   k.templateFile = "attention_prefill_coop.glsl";
   k.workgroup = {32 * gd::kCoopAttentionWarps, 1, 1};
   k.bindings = {{"q", Access::Read, plan::DType::F32, true},
                 {"k_cache", Access::Read, plan::DType::F32, true},
                 {"v_cache", Access::Read, plan::DType::F32, true},
-                {"result", Access::Write, plan::DType::F32, false}};
+                {"result", Access::Write, plan::DType::F32, false},
+                {"partial", Access::ReadWrite, plan::DType::F32, true, true},
+                {"counters", Access::TokenIdsWrite, plan::DType::I32}};
   k.extensions = {"GL_NV_cooperative_matrix", "GL_EXT_shader_explicit_arithmetic_types_float16",
                   "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic",
                   "GL_KHR_shader_subgroup_shuffle"};
@@ -80,7 +93,15 @@ std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens
   namespace gd = mlir::gerbil;
   const int64_t queryTile = coop ? 16 * gd::kCoopAttentionWarps : gd::kAttentionQueryTile;
   auto tiles = static_cast<uint32_t>((tokens + queryTile - 1) / queryTile);
-  return {static_cast<uint32_t>(spec.heads), tiles, 1};
+  return {static_cast<uint32_t>(spec.heads), tiles, coop ? static_cast<uint32_t>(keySplits(spec)) : 1u};
+}
+
+AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxTokens) {
+  namespace gd = mlir::gerbil;
+  const int64_t queryTile = 16 * gd::kCoopAttentionWarps;
+  const auto tiles = static_cast<uint64_t>(spec.heads * ((maxTokens + queryTile - 1) / queryTile));
+  const auto block = static_cast<uint64_t>(keySplits(spec) * queryTile * (spec.headDim + 2));
+  return {tiles * 4, tiles * block * 4};
 }
 
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps, int64_t queryHeads,

@@ -12,6 +12,9 @@ struct AttentionSpec {
   int64_t sequence = 0; // KV cache positions
   double scale = 0;
   int64_t window = 0; // sliding window; 0: none
+  // The tensor-core prefill kernel's key splits (1 to kCoopAttentionMaxKeySplits); 0: the catalog's
+  // (kCoopAttentionKeySplits). gerbil-kernel-bench's variants to tune with.
+  int64_t keySplits = 0;
 };
 
 // Prefill: the scalar flash-style kernel everywhere, or (coop) the tensor-core one of the nvidia target
@@ -21,6 +24,14 @@ KernelSource attentionKernel(const AttentionSpec &spec, bool coop = false);
 
 // Workgroups for T queries (the kernel catalog gives dispatch formation the same).
 std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens, bool coop = false);
+
+// The tensor-core kernel binds two more: partial and counters (scratch). For steps of up to maxTokens
+// queries they hold a counter per (head, query tile), zeroed before the first launch and returned to 0 by
+// each tile's last split, and every split's normalised output and row maxima and sums.
+struct AttentionScratch {
+  uint64_t counterBytes = 0, partialBytes = 0;
+};
+AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxTokens);
 
 // Decode: bindings q, k_cache, v_cache, result, partial (scratch), counters (scratch), then the state buffer.
 // The scratch holds a counter per workgroup column and every split's partial softmax result.

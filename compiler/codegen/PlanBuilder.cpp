@@ -447,10 +447,19 @@ private:
           // Prefill: tiles of queries (attention_prefill.glsl); decode: split over the cached positions
           // (attention_decode.glsl).
           if (decode) return specifyDecodeAttention(k, a);
-          k.source = attentionKernel(attentionSpec(a), family == "attention_coop");
+          const bool coop = family == "attention_coop";
+          k.source = attentionKernel(attentionSpec(a), coop);
           requireFormedWorkgroup(k.source, wg, "dispatch '" + locationName(dispatch.getLoc()) + "'");
           k.origins = {operand(0), {BindingSource::CacheKeys, 0}, {BindingSource::CacheValues, 0}, result};
           k.cache = a.getCacheAttr();
+          if (coop) {
+            // The key splits' partial results and a counter per query tile.
+            AttentionScratch scratch = coopAttentionScratch(attentionSpec(a), maxTokens_);
+            k.origins.push_back({BindingSource::ScratchPartials, 0});
+            k.origins.push_back({BindingSource::ScratchCounters, 0});
+            k.scratchPartialBytes = scratch.partialBytes;
+            k.scratchCounterBytes = scratch.counterBytes;
+          }
         })
         .Default([&](Operation *other) {
           throw CodegenError("no kernel for '" + other->getName().getStringRef().str() + "'");

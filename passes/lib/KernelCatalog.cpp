@@ -179,9 +179,12 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
       .Case<AttentionOp>([&](AttentionOp attn) {
         KernelChoice c = choice(ctx, "attention", kAttentionWorkgroup, constant(attn.getNumHeads()),
                                 tokens.ceilDiv(kAttentionQueryTile));
-        if (profile.cooperativeMatrix && fitsCoopAttention(attn.getHeadDim()) && modelHasHalfWeights(attn))
+        if (profile.cooperativeMatrix && fitsCoopAttention(attn.getHeadDim()) && modelHasHalfWeights(attn)) {
           c = choice(ctx, "attention_coop", 32 * kCoopAttentionWarps, constant(attn.getNumHeads()),
                      tokens.ceilDiv(16 * kCoopAttentionWarps));
+          c.grid = AffineMap::get(
+              0, 1, {c.grid.getResult(0), c.grid.getResult(1), constant(kCoopAttentionKeySplits)}, ctx);
+        }
         DecodeAttentionShape d =
             decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim());
         c.decodeGrid = AffineMap::get(

@@ -262,6 +262,11 @@ int main(int argc, char **argv) {
                                "Position of the first query (cached keys before it)");
   prefillAttention->add_option("--seq", sequence, "KV cache positions");
   prefillAttention->add_option("--target", target, "generic (tiled f32) or nvidia (tensor cores)");
+  int64_t keySplits = 0;
+  prefillAttention
+      ->add_option("--key-splits", keySplits,
+                   "Workgroups a query tile's keys are split between (tensor cores; default: the catalog's)")
+      ->check(CLI::Range(1, 8));
 
   bench::SyncOptions sync;
   CLI::App *syncCommand = app.add_subcommand(
@@ -378,6 +383,7 @@ int main(int argc, char **argv) {
       if (firstPosition + tokens > sequence)
         throw CLI::ValidationError("--position", "the step's last query lies past --seq");
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
+      spec.keySplits = keySplits;
       codegen::KernelSource source = codegen::attentionKernel(spec, coop);
       const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
       const size_t rows = static_cast<size_t>(tokens * heads * headDim);
@@ -385,6 +391,11 @@ int main(int argc, char **argv) {
                                        {randomBytes(cache, plan::DType::F32, 2), true},
                                        {randomBytes(cache, plan::DType::F32, 3), true},
                                        {std::vector<uint8_t>(rows * 4)}};
+      if (coop) { // the key splits' scratch, counters zeroed
+        const codegen::AttentionScratch scratch = codegen::coopAttentionScratch(spec, tokens);
+        data.push_back({std::vector<uint8_t>(scratch.partialBytes)});
+        data.push_back({std::vector<uint8_t>(scratch.counterBytes)});
+      }
       bench.setPosition(static_cast<uint32_t>(firstPosition));
       double ms = bench.time(source, data, codegen::attentionGrid(spec, static_cast<uint32_t>(tokens), coop),
                              static_cast<uint32_t>(tokens));
@@ -398,6 +409,7 @@ int main(int argc, char **argv) {
                   {"tokens", tokens},
                   {"position", firstPosition},
                   {"target", target},
+                  {"key_splits", coop ? codegen::attentionGrid(spec, 1, true)[2] : 1u},
                   {"ms", ms},
                   {"tflops", 4.0 * keys * double(headDim) * double(heads) / (ms * 1e9)}});
     } else {

@@ -8,7 +8,16 @@
 //   pass 2: S again, P = exp(S - max) / sum rounded to f16 in shared memory, and O += P·V on the tensor cores.
 // The extra Q·Kᵀ costs half the products again; no T×T matrix is ever stored. The output fragments leave
 // through shared memory so that rows past T are not written.
-// Grid (HEADS, ceil(T / Q_TILE), 1). HEAD_DIM a multiple of 16.
+// KEY_SPLITS > 1: the key tiles a query tile sees are cut into up to KEY_SPLITS equal runs, one a workgroup
+// (grid z; the workgroups past the runs a tile has return at once), each taking both passes over its run
+// only. Each split stores its output, normalised by its own sums, and its rows' maxima and sums to
+// `partial`; the last of a tile's splits to count itself in (an atomic counter a tile, which it returns to
+// 0) weighs them by sum · exp(max - the rows' max) and writes the result. A tile with one run writes its
+// result directly.
+// Grid (HEADS, ceil(T / Q_TILE), KEY_SPLITS). HEAD_DIM a multiple of 16.
+#ifndef KEY_SPLITS
+#define KEY_SPLITS 1
+#endif
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
 const uint WARPS = WORKGROUP / SUBGROUP;
@@ -81,6 +90,55 @@ void scoreTile(uint warp, FragA q[D_FRAGS]) {
   subgroupBarrier();
 }
 
+#if KEY_SPLITS > 1
+// Publishes this split's share (output fragments normalised by its own sums, each row's max and sum) and
+// counts it in; the tile's last split adds the shares, each row's weighted by sum · exp(max - the rows'
+// max) over the total, in split order (the result does not depend on which finished last).
+// A split's block of `partial`: Q_TILE rows of HEAD_DIM outputs, then Q_TILE maxima, then Q_TILE sums.
+const uint SPLIT_BLOCK = Q_TILE * (HEAD_DIM + 2u);
+void combineSplits(FragC o[D_FRAGS], uint head, uint split, uint runs, uint warp, uint row, uint half_,
+                   float rowMax, float rowSum, uint t0) {
+  uint tile = head * gl_NumWorkGroups.y + gl_WorkGroupID.y;
+  uint block = (tile * KEY_SPLITS + split) * SPLIT_BLOCK;
+  [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd)
+    coopMatStoreNV(o[dd], partial_, block + warp * FRAG * HEAD_DIM + dd * FRAG, HEAD_DIM, false);
+  if (half_ == 0u) {
+    partial_[block + Q_TILE * HEAD_DIM + warp * FRAG + row] = rowMax;
+    partial_[block + Q_TILE * HEAD_DIM + Q_TILE + warp * FRAG + row] = rowSum;
+  }
+  memoryBarrierBuffer();
+  barrier();
+  // Whether this workgroup adds the shares, in the score tiles (free since the last pass ended).
+  if (gl_LocalInvocationIndex == 0u) sTile_[0][0] = atomicAdd(counters[tile], 1) == int(runs) - 1 ? 1.0 : 0.0;
+  barrier();
+  if (sTile_[0][0] == 0.0) return;
+  memoryBarrierBuffer();
+  if (gl_LocalInvocationIndex == 0u) atomicExchange(counters[tile], 0);  // ready for the next launch
+  barrier();  // every invocation has read the flag before the weights overwrite it
+  // Each row's weight for each split, into sTile_[0] (Q_TILE × KEY_SPLITS floats).
+  for (uint r = gl_LocalInvocationIndex; r < Q_TILE; r += WORKGROUP) {
+    uint first = tile * KEY_SPLITS * SPLIT_BLOCK + Q_TILE * HEAD_DIM + r;
+    float maxima[KEY_SPLITS], sums[KEY_SPLITS], top = NO_SCORE, total = 0.0;
+    [[unroll]] for (uint s = 0; s < KEY_SPLITS; ++s) {
+      maxima[s] = s < runs ? partial_[first + s * SPLIT_BLOCK] : NO_SCORE;
+      sums[s] = s < runs ? partial_[first + s * SPLIT_BLOCK + Q_TILE] : 0.0;
+      top = max(top, maxima[s]);
+    }
+    [[unroll]] for (uint s = 0; s < KEY_SPLITS; ++s) total += (sums[s] *= exp(maxima[s] - top));
+    [[unroll]] for (uint s = 0; s < KEY_SPLITS; ++s) sTile_[0][r * KEY_SPLITS + s] = total > 0.0 ? sums[s] / total : 0.0;
+  }
+  barrier();
+  for (uint e = gl_LocalInvocationIndex; e < Q_TILE * HEAD_DIM / 4u; e += WORKGROUP) {
+    uint r = 4u * e / HEAD_DIM, d = 4u * e % HEAD_DIM, t = t0 + r;
+    if (t >= step_.tokens) continue;
+    vec4 sum = vec4(0.0);
+    for (uint s = 0; s < runs; ++s)
+      sum += sTile_[0][r * KEY_SPLITS + s] * partial_v4[((tile * KEY_SPLITS + s) * SPLIT_BLOCK) / 4u + e];
+    [[unroll]] for (uint c = 0; c < 4u; ++c) store_result((t * HEADS + head) * HEAD_DIM + d + c, sum[c]);
+  }
+}
+#endif
+
 // Whether query position `position` sees key `key` (causal, and the sliding window).
 bool sees(uint position, uint key) {
   return key <= position && (WINDOW == 0u || key + WINDOW > position);
@@ -95,6 +153,15 @@ void main() {
   uint firstPosition = state_.position + t0, lastPosition = state_.position + tLast;
   uint tileFirst = (WINDOW > 0u && firstPosition + 1u > WINDOW) ? firstPosition + 1u - WINDOW : 0u;
   uint key0 = tileFirst - tileFirst % KV_TILE;
+  // This workgroup's keys [keyBegin, keyEnd): a run of whole tiles (every run of a tile's `runs` has one).
+  uint keyTiles = (lastPosition - key0) / KV_TILE + 1u;
+  uint runs = min(uint(KEY_SPLITS), keyTiles);
+  uint runTiles = (keyTiles + runs - 1u) / runs;
+  runs = (keyTiles + runTiles - 1u) / runTiles;
+  uint split = gl_WorkGroupID.z;
+  if (split >= runs) return;
+  uint keyBegin = key0 + split * runTiles * KV_TILE;
+  uint keyEnd = min(keyBegin + runTiles * KV_TILE, lastPosition + 1u);
 
   // The queries (scaled), rounded to f16, then each subgroup's as A fragments held through both passes.
   for (uint w = gl_LocalInvocationIndex; w < Q_TILE * HEAD_DIM / 8u; w += WORKGROUP) {
@@ -119,7 +186,7 @@ void main() {
   float rowMax = NO_SCORE, rowSum = 0.0;
 
   // Pass 1: the softmax statistics of every row.
-  for (uint k0 = key0; k0 <= lastPosition; k0 += KV_TILE) {
+  for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {
     stageKeys(kvHead, k0, lastPosition, false);
     barrier();
     scoreTile(warp, q);
@@ -144,7 +211,7 @@ void main() {
   // Pass 2: the normalised probabilities times the values.
   FragC o[D_FRAGS];
   [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) o[dd] = FragC(0.0);
-  for (uint k0 = key0; k0 <= lastPosition; k0 += KV_TILE) {
+  for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {
     stageKeys(kvHead, k0, lastPosition, true);
     barrier();
     scoreTile(warp, q);
@@ -170,6 +237,13 @@ void main() {
     }
     barrier();  // the keys and values are restaged next
   }
+
+#if KEY_SPLITS > 1
+  if (runs > 1u) {
+    combineSplits(o, head, split, runs, warp, row, half_, rowMax, rowSum, t0);
+    return;
+  }
+#endif
 
   // The output, 16 columns at a time through this subgroup's score tile.
   [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) {

@@ -73,15 +73,33 @@ protected:
     buffers.push_back(upload(keys, "k_cache"));
     buffers.push_back(upload(values, "v_cache"));
     buffers.push_back(output(q.size(), "result"));
+    const codegen::AttentionScratch scratch =
+        coop ? codegen::coopAttentionScratch(spec, t) : codegen::AttentionScratch{};
+    if (coop) {
+      buffers.push_back(ctx_->createBuffer(scratch.partialBytes, "partial"));
+      buffers.push_back(ctx_->createBuffer(scratch.counterBytes, "counters"));
+      ctx_->fill(buffers.back(), 0);
+    }
     buffers.push_back(state(c.start));
-    run(spirv, buffers, codegen::attentionGrid(spec, t, coop), t, "attention test kernel");
-    std::vector<float> result = download(buffers[3], q.size());
-    // f16 operands: a score is off by up to ~1e-3 of its size, a probability by 1e-3 relative.
-    const double tolerance = coop ? 1.5e-2 : 1e-4;
-    for (size_t i = 0; i < result.size(); ++i)
-      ASSERT_NEAR(result[i], expected[i], tolerance)
-          << "T=" << t << " start=" << c.start << " head_dim=" << dim << " window=" << spec.window
-          << " coop=" << coop << ": element " << i;
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+    // Twice with the key splits: each tile's last split must leave its counter at 0 for the next launch.
+    for (int launch = 0; launch < (coop ? 2 : 1); ++launch) {
+      ctx_->fill(buffers[3], 0x7fc00000u); // NaN: every output must be written again
+      run(spirv, buffers, codegen::attentionGrid(spec, t, coop), t, "attention test kernel");
+      std::vector<float> result = download(buffers[3], q.size());
+      // f16 operands: a score is off by up to ~1e-3 of its size, a probability by 1e-3 relative.
+      const double tolerance = coop ? 1.5e-2 : 1e-4;
+      for (size_t i = 0; i < result.size(); ++i)
+        ASSERT_NEAR(result[i], expected[i], tolerance)
+            << "T=" << t << " start=" << c.start << " head_dim=" << dim << " window=" << spec.window
+            << " coop=" << coop << " key splits=" << spec.keySplits << " launch " << launch << ": element "
+            << i;
+      if (coop) {
+        std::vector<int32_t> counters(scratch.counterBytes / 4);
+        ctx_->download(buffers[5], 0, counters.data(), scratch.counterBytes);
+        for (int32_t counter : counters) ASSERT_EQ(counter, 0) << "a query tile's counter was left behind";
+      }
+    }
   }
 };
 
@@ -219,6 +237,31 @@ TEST_F(AttentionKernelTest, PrefillOnCooperativeMatricesMatchesTheReference) {
     check(c, true);
     ASSERT_FALSE(HasFatalFailure());
   }
+}
+
+TEST_F(AttentionKernelTest, PrefillKeySplitsMatchTheReference) {
+  // The keys of a query tile split between workgroups: more splits than key tiles, runs of unequal
+  // length, splits whose keys some rows of the tile do not see (causal, window), a long history.
+  const AttentionCase cases[] = {
+      {{4, 2, 64, 700, 0.125, 0}, 256, 0},  {{4, 2, 64, 700, 0.125, 0}, 100, 300},
+      {{2, 1, 128, 700, 0.088, 0}, 200, 7}, {{4, 2, 64, 700, 0.125, 70}, 150, 100},
+      {{4, 1, 16, 700, 0.25, 0}, 20, 0},
+  };
+  for (int64_t splits : {1, 2, 3, 8})
+    for (AttentionCase c : cases) {
+      c.spec.keySplits = splits;
+      check(c, true);
+      ASSERT_FALSE(HasFatalFailure());
+    }
+}
+
+TEST(AttentionKernelSpec, KeySplitsAreBounded) {
+  codegen::AttentionSpec spec{4, 2, 64, 100, 0.1, 0};
+  spec.keySplits = mlir::gerbil::kCoopAttentionMaxKeySplits + 1;
+  EXPECT_THROW(codegen::attentionKernel(spec, true), codegen::CodegenError);
+  spec.keySplits = 3;
+  EXPECT_EQ(codegen::attentionGrid(spec, 65, true)[2], 3u);
+  EXPECT_EQ(codegen::attentionGrid(spec, 65, false)[2], 1u);
 }
 
 TEST(AttentionKernelSpec, TensorCoresTakeHeadDimsThatFit) {

@@ -81,6 +81,12 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
 // steps for the last query tiles) took Qwen2.5-0.5B's prefill attention from 75 to 100 µs a layer.
 inline constexpr int64_t kCoopAttentionWarps = 4;
 inline constexpr int64_t kCoopAttentionKeyTile = 32;
+// The keys a query tile sees are split between up to kCoopAttentionKeySplits workgroups (grid z), each
+// taking an equal run of whole key tiles, and the last of them to finish combines their results. Without
+// it, the last query tiles of a 512-token step walk 16 key tiles (twice: the kernel has two passes) while
+// the first walk 2, one memory latency a tile: a causal step took as long as its longest chain.
+inline constexpr int64_t kCoopAttentionKeySplits = 4;
+inline constexpr int64_t kCoopAttentionMaxKeySplits = 8; // the combine's weights fit one score tile
 inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim) {
   const int64_t rowBytes = (headDim / 8 + 1) * 16, queries = 16 * kCoopAttentionWarps;
   return (queries + 2 * kCoopAttentionKeyTile) * rowBytes +
