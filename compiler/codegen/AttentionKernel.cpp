@@ -21,7 +21,7 @@ void defineAttention(KernelSource &k, const AttentionSpec &spec) {
 
 int64_t keySplits(const AttentionSpec &spec) {
   namespace gd = mlir::gerbil;
-  const int64_t splits = spec.keySplits > 0 ? spec.keySplits : gd::kCoopAttentionKeySplits;
+  const int64_t splits = spec.keySplits > 0 ? spec.keySplits : gd::coopAttentionKeySplits(spec.heads);
   if (splits > gd::kCoopAttentionMaxKeySplits)
     throw CodegenError("tensor-core attention takes at most " +
                        std::to_string(gd::kCoopAttentionMaxKeySplits) + " key splits, not " +
@@ -100,7 +100,9 @@ AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxToke
   namespace gd = mlir::gerbil;
   const int64_t queryTile = 16 * gd::kCoopAttentionWarps;
   const auto tiles = static_cast<uint64_t>(spec.heads * ((maxTokens + queryTile - 1) / queryTile));
-  const auto block = static_cast<uint64_t>(keySplits(spec) * queryTile * (spec.headDim + 2));
+  const int64_t splits = keySplits(spec);
+  if (splits == 1) return {16, 16}; // bound, never touched
+  const auto block = static_cast<uint64_t>(splits * queryTile * (spec.headDim + 2));
   return {tiles * 4, tiles * block * 4};
 }
 

@@ -13,7 +13,7 @@ struct AttentionSpec {
   double scale = 0;
   int64_t window = 0; // sliding window; 0: none
   // The tensor-core prefill kernel's key splits (1 to kCoopAttentionMaxKeySplits); 0: the catalog's
-  // (kCoopAttentionKeySplits). gerbil-kernel-bench's variants to tune with.
+  // (coopAttentionKeySplits). gerbil-kernel-bench's variants to tune with.
   int64_t keySplits = 0;
 };
 

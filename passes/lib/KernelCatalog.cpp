@@ -182,8 +182,10 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         if (profile.cooperativeMatrix && fitsCoopAttention(attn.getHeadDim()) && modelHasHalfWeights(attn)) {
           c = choice(ctx, "attention_coop", 32 * kCoopAttentionWarps, constant(attn.getNumHeads()),
                      tokens.ceilDiv(16 * kCoopAttentionWarps));
-          c.grid = AffineMap::get(
-              0, 1, {c.grid.getResult(0), c.grid.getResult(1), constant(kCoopAttentionKeySplits)}, ctx);
+          c.grid = AffineMap::get(0, 1,
+                                  {c.grid.getResult(0), c.grid.getResult(1),
+                                   constant(coopAttentionKeySplits(attn.getNumHeads()))},
+                                  ctx);
         }
         DecodeAttentionShape d =
             decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim());

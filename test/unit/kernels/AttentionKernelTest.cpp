@@ -262,6 +262,12 @@ TEST(AttentionKernelSpec, KeySplitsAreBounded) {
   spec.keySplits = 3;
   EXPECT_EQ(codegen::attentionGrid(spec, 65, true)[2], 3u);
   EXPECT_EQ(codegen::attentionGrid(spec, 65, false)[2], 1u);
+  // The catalog's: split only the few heads whose query tiles leave multiprocessors idle (sweep z).
+  spec.keySplits = 0;
+  EXPECT_EQ(codegen::attentionGrid(spec, 512, true)[2], 4u); // 4 heads
+  spec.heads = 32, spec.kvHeads = 8;
+  EXPECT_EQ(codegen::attentionGrid(spec, 512, true)[2], 1u);
+  EXPECT_EQ(codegen::coopAttentionScratch(spec, 512).counterBytes, 16u); // unsplit: nothing to hand over
 }
 
 TEST(AttentionKernelSpec, TensorCoresTakeHeadDimsThatFit) {

@@ -81,12 +81,16 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
 // steps for the last query tiles) took Qwen2.5-0.5B's prefill attention from 75 to 100 µs a layer.
 inline constexpr int64_t kCoopAttentionWarps = 4;
 inline constexpr int64_t kCoopAttentionKeyTile = 32;
-// The keys a query tile sees are split between up to kCoopAttentionKeySplits workgroups (grid z), each
-// taking an equal run of whole key tiles, and the last of them to finish combines their results. Without
-// it, the last query tiles of a 512-token step walk 16 key tiles (twice: the kernel has two passes) while
-// the first walk 2, one memory latency a tile: a causal step took as long as its longest chain.
-inline constexpr int64_t kCoopAttentionKeySplits = 4;
+// The keys a query tile sees can be split between up to kCoopAttentionMaxKeySplits workgroups (grid z),
+// each taking an equal run of whole key tiles; the last of them to finish combines their results. It pays
+// only where a step's query tiles leave multiprocessors idle (sweep z, H200, 512-token steps: Qwen2.5-0.5B's
+// 14 heads, 112 workgroups unsplit, 73 -> 60 µs with 4 splits; the 256 of Llama-3.2-1B and Llama-3-8B's 32
+// heads lost 5-15% with 4), so heads whose 512-token step (8 query tiles) fills fewer than 128 workgroups
+// take 4 splits, others 1.
 inline constexpr int64_t kCoopAttentionMaxKeySplits = 8; // the combine's weights fit one score tile
+inline constexpr int64_t coopAttentionKeySplits(int64_t heads) {
+  return heads * 8 < 128 ? 4 : 1;
+}
 inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim) {
   const int64_t rowBytes = (headDim / 8 + 1) * 16, queries = 16 * kCoopAttentionWarps;
   return (queries + 2 * kCoopAttentionKeyTile) * rowBytes +
