@@ -69,8 +69,6 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
                        std::to_string(mlir::gerbil::kMaxSplitK) + ")");
   if (split > 1 && spec.mode != MatMulMode::Single)
     throw CodegenError("grouped projections are not split over K (their epilogues need whole sums)");
-  if (split > 1 && spec.rowScales)
-    throw CodegenError("a matmul split over K keeps its parts where row scales would be");
   define("SPLIT_K", std::to_string(split)); // a plain integer: the kernel tests it with #if
   define("MODE_GATE_UP", spec.mode == MatMulMode::GateUp ? "1" : "0");
   define("MODE_QKV", spec.mode == MatMulMode::QKV ? "1" : "0");
@@ -83,7 +81,10 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     else
       k.absentInputs.push_back("bias_" + part);
   };
-  k.bindings.push_back({"x", Access::Read, plan::DType::F32, true});
+  if (spec.halfInput && (spec.norm || spec.variant != MatMulVariant::Coop))
+    throw CodegenError("f16 input rows are for the cooperative-matrix matmul without a norm prologue");
+  define("X_HALF", spec.halfInput ? "1" : "0");
+  k.bindings.push_back({"x", Access::Read, spec.halfInput ? plan::DType::F16 : plan::DType::F32, true});
   const std::vector<std::string> parts =
       spec.mode == MatMulMode::GateUp ? std::vector<std::string>{"gate", "up"}
       : spec.mode == MatMulMode::QKV  ? std::vector<std::string>{"q", "k", "v"}
@@ -91,10 +92,6 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   for (const std::string &part : parts) weight(part.empty() ? "w" : "w_" + part);
   if (spec.norm)
     k.bindings.push_back({"g", Access::Read, spec.normWeight, spec.normWeight == plan::DType::F32});
-  if (spec.rowScales && !(spec.norm && spec.variant == MatMulVariant::Coop))
-    throw CodegenError("row scales are for the cooperative-matrix matmul's norm prologue");
-  define("ROW_SCALES", spec.rowScales ? "1" : "0");
-  if (spec.rowScales) k.bindings.push_back({"scales", Access::Read, plan::DType::F32, false});
   if (spec.mode == MatMulMode::GateUp) {
     bias("gate", spec.biasA);
     bias("up", spec.biasB);
@@ -126,13 +123,15 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   return k;
 }
 
-KernelSource rowScalesKernel(int64_t k, double eps) {
+KernelSource normalizedRowsKernel(int64_t k, double eps) {
+  if (k % 8 != 0) throw CodegenError("f16 rows of K = " + std::to_string(k) + " are not whole 16-byte words");
   KernelSource source;
-  source.templateFile = "row_scales.glsl";
-  source.workgroup = {kRowScalesWorkgroup, 1, 1};
-  source.defines = {{"K", uintValue(k)}, {"EPS", glslFloat(eps)}, {"K_VEC4", k % 4 == 0 ? "1" : "0"}};
-  source.bindings = {{"x", Access::Read, plan::DType::F32, k % 4 == 0},
-                     {"result", Access::Write, plan::DType::F32, false}};
+  source.templateFile = "norm_rows_f16.glsl";
+  source.workgroup = {kNormalizedRowsWorkgroup, 1, 1};
+  source.defines = {{"K", uintValue(k)}, {"EPS", glslFloat(eps)}};
+  source.bindings = {{"x", Access::Read, plan::DType::F32, true},
+                     {"g", Access::Read, plan::DType::F32, true},
+                     {"result", Access::Write, plan::DType::F16, true}};
   source.needsReduction = true;
   return source;
 }

@@ -22,9 +22,9 @@ struct MatMulSpec {
   plan::DType weight = plan::DType::F32;
   plan::DType normWeight = plan::DType::F32;
   bool norm = false; // RMSNorm prologue with weight g
-  // Coop with norm: the rows' RMS scales come from binding "scales" (a rowScalesKernel launch before)
-  // instead of each workgroup summing the squares of its tile's rows.
-  bool rowScales = false;
+  // Coop without norm: x holds f16 rows (8 halves a 16-byte word), the output of a normalizedRowsKernel
+  // launch before, which the kernel stages as they are.
+  bool halfInput = false;
   double eps = 0;
   bool residual = false;
   mlir::gerbil::CoopMatMulTiling coopTiling{}; // for MatMulVariant::Coop
@@ -36,10 +36,10 @@ struct MatMulSpec {
 };
 
 // Bindings in this order (then the state buffer, as for every kernel):
-//   Single: x, w, [g], [scales], [residual], result, [partial, counters] (split over K: scratch, counters
-//           zeroed before the first launch; splitKScratch sizes them)
-//   GateUp: x, w_gate, w_up, [g], [scales], [bias_gate], [bias_up], result
-//   QKV:    x, w_q, w_k, w_v, [g], [scales], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v
+//   Single: x, w, [g], [residual], result, [partial, counters] (split over K: scratch, counters zeroed
+//           before the first launch; splitKScratch sizes them)
+//   GateUp: x, w_gate, w_up, [g], [bias_gate], [bias_up], result
+//   QKV:    x, w_q, w_k, w_v, [g], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v
 // Throws CodegenError when the variant cannot take the shape (Coop needs K a multiple of 8; GateUp subgroup
 // blocks of whole gate/up fragment pairs).
 KernelSource matmulKernel(const MatMulSpec &spec);
@@ -54,9 +54,10 @@ struct SplitKScratch {
 };
 SplitKScratch splitKScratch(const MatMulSpec &spec, int64_t maxTokens);
 
-// The RMS scales of a step's rows of x, k wide (row_scales.glsl), for a Coop matmul with rowScales.
-// Bindings: x, result (one float a row); grid (T, 1, 1).
-KernelSource rowScalesKernel(int64_t k, double eps);
-inline constexpr int64_t kRowScalesWorkgroup = 256;
+// RMSNorm of a step's rows of x (k wide, a multiple of 8) with an f32 weight g, rounded to f16
+// (norm_rows_f16.glsl): the input of a Coop matmul with halfInput. Bindings: x, g, result (f16, k a row);
+// grid (T, 1, 1).
+KernelSource normalizedRowsKernel(int64_t k, double eps);
+inline constexpr int64_t kNormalizedRowsWorkgroup = 256;
 
 } // namespace gerbil::codegen

@@ -56,7 +56,7 @@ struct KernelInstance {
 // matmul takes one a tile).
 constexpr uint64_t kScratchPartialsOffset = 65536;
 
-// Grid (T, columns, 1) of a prefill launch that codegen adds beside a dispatch's own (row_scales,
+// Grid (T, columns, 1) of a prefill launch that codegen adds beside a dispatch's own (norm_rows_f16,
 // rope_append).
 AffineMap perTokenGrid(MLIRContext *ctx, int64_t columns) {
   return AffineMap::get(
@@ -518,9 +518,9 @@ private:
   // Prefill of a fusion group on cooperative matrices (kernel "<group>_coop", gerbil::groupPrefillKernel):
   // the projections with their bias adds (and for gate/up the activation product) as one matmul_coop.glsl
   // launch; the group's RoPE and KV-cache write after it (one rope_append launch where fusesRopeAppend,
-  // else op by op). With an RMSNorm prologue, a row_scales launch before it sums each row's squares once,
-  // into the scratch, for all of its workgroup columns (each column summed its tile's rows again, which
-  // cost the 8B's q/k/v 13% on the H200).
+  // else op by op). With an RMSNorm prologue, a norm launch before it normalises each row once and rounds
+  // it to f16, into the scratch, for all of its workgroup columns (each column summed its tile's rows
+  // again, which cost the 8B's q/k/v 13% on the H200, then loaded the f32 rows and the norm weight).
   std::vector<plan::Dispatch> lowerGroupPrefill(gd::DispatchOp dispatch) {
     const std::string label = locationName(dispatch.getLoc()), family = dispatch.getKernel().str();
     GroupBody g = parseGroup(dispatch);
@@ -533,12 +533,11 @@ private:
     if (g.qkv)
       spec.nK = rowWidth(g.projections[1]->getResult(0)), spec.nV = rowWidth(g.projections[2]->getResult(0));
     spec.weight = operandDType(gd::outsideDispatch(first->getOperand(1)));
-    spec.norm = g.linear && g.linear.getNorm();
-    if (spec.norm) {
-      spec.eps = g.linear.getEps()->convertToDouble();
-      spec.normWeight = operandDType(gd::outsideDispatch(g.linear.getNorm()));
-    }
-    spec.rowScales = spec.norm;
+    // The norm runs in its own launch; the matmul stages its f16 rows.
+    const bool norm = g.linear && g.linear.getNorm();
+    spec.halfInput = norm;
+    if (norm && operandDType(gd::outsideDispatch(g.linear.getNorm())) != plan::DType::F32)
+      throw CodegenError("fusion group '" + label + "': the norm launch reads its weight as f32");
     spec.biasA = bool(g.biases[0]), spec.biasB = bool(g.biases[1]), spec.biasC = g.qkv && g.biases[2];
     if (auto gelu = dyn_cast_or_null<gd::GELUOp>(g.activation))
       spec.gelu = true, spec.geluTanh = gelu.getTanhApproximation();
@@ -549,18 +548,19 @@ private:
     const std::vector<std::string> parts =
         g.qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
     std::vector<plan::Dispatch> out;
-    if (spec.rowScales) {
-      KernelInstance scales;
-      scales.source = rowScalesKernel(spec.k, spec.eps);
-      scales.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)},
-                        {BindingSource::ScratchPartials, 0}};
-      scales.scratchPartialBytes = static_cast<uint64_t>(maxTokens_) * 4;
-      out.push_back(finish(dispatch, scales, perTokenGrid(dispatch.getContext(), 1), "row_scales",
-                           label + ".row_scales", nullptr));
-      k.scratchPartialBytes = scales.scratchPartialBytes;
+    if (norm) {
+      KernelInstance rows;
+      rows.source = normalizedRowsKernel(spec.k, g.linear.getEps()->convertToDouble());
+      rows.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)},
+                      {BindingSource::ValueOf, 0, g.linear.getNorm()},
+                      {BindingSource::ScratchPartials, 0}};
+      rows.scratchPartialBytes = static_cast<uint64_t>(maxTokens_ * spec.k) * 2;
+      out.push_back(finish(dispatch, rows, perTokenGrid(dispatch.getContext(), 1), "norm_rows_f16",
+                           label + ".norm", nullptr));
+      k.scratchPartialBytes = rows.scratchPartialBytes;
     }
     for (const KernelBinding &b : k.source.bindings) {
-      if (b.name == "scales") {
+      if (b.name == "x" && norm) { // the norm launch's f16 rows
         k.origins.push_back({BindingSource::ScratchPartials, 0});
         continue;
       }

@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
 
   int64_t tokens = 512, n = 4096, k = 4096;
   std::string target = "nvidia";
-  bool norm = false, residual = false, rowScales = false;
+  bool norm = false, residual = false, halfInput = false, gateUpMatMul = false;
   CLI::App *matmul =
       app.add_subcommand("matmul", "Prefill matmul (tiled, or cooperative-matrix for a coop target)");
   matmul->add_option("--tokens", tokens, "T");
@@ -222,9 +222,12 @@ int main(int argc, char **argv) {
   matmul->add_option("--k", k, "Reduction width");
   matmul->add_option("--target", target, "generic, or nvidia[:TxNxK:WTxWN[:S[:P]]]");
   matmul->add_flag("--norm", norm, "RMSNorm prologue");
-  matmul->add_flag("--row-scales", rowScales,
-                   "With --norm on a coop target: the rows' scales read from a buffer (a row_scales launch "
-                   "before, not timed) instead of summed by each workgroup");
+  matmul->add_flag("--half-input", halfInput,
+                   "On a coop target without --norm: x as f16 rows, as a norm launch before (not timed) "
+                   "writes them for the grouped projections");
+  matmul->add_flag("--gate-up", gateUpMatMul,
+                   "On a coop target: the grouped gate/up projection, n outputs of silu(gate) * up from 2n "
+                   "weight rows, tiled as the catalog tiles it");
   matmul->add_flag("--residual", residual, "Residual epilogue");
 
   CLI::App *gemv = app.add_subcommand("gemv", "Decode's one-token matmul");
@@ -318,9 +321,14 @@ int main(int argc, char **argv) {
       const mlir::gerbil::TargetProfile profile = bench.target(target);
       codegen::MatMulSpec spec;
       spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,
-      spec.eps = 1e-5, spec.rowScales = rowScales;
+      spec.eps = 1e-5, spec.halfInput = halfInput;
       spec.variant = profile.cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
       spec.coopTiling = mlir::gerbil::coopTilingFor(profile, n, k);
+      if (gateUpMatMul) { // tiled like a matmul of its 2n rows, unsplit (KernelCatalog's groupPrefillTiling)
+        spec.mode = codegen::MatMulMode::GateUp;
+        spec.coopTiling = mlir::gerbil::coopTilingFor(profile, 2 * n, k);
+        spec.coopTiling.splitK = 1;
+      }
       codegen::KernelSource source = codegen::matmulKernel(spec);
       const codegen::SplitKScratch split = codegen::splitKScratch(spec, tokens);
       std::vector<BindingData> data;
@@ -329,14 +337,16 @@ int main(int argc, char **argv) {
           data.push_back({std::vector<uint8_t>(split.counterBytes), false, true});
           continue;
         }
+        const bool weight = b.name == "w" || b.name == "w_gate" || b.name == "w_up";
         size_t elements = b.name == "x"         ? tokens * k
-                          : b.name == "w"       ? n * k
+                          : weight              ? n * k
                           : b.name == "g"       ? k
-                          : b.name == "scales"  ? tokens
                           : b.name == "partial" ? split.partialBytes / 4
                                                 : tokens * n;
-        data.push_back(
-            {randomBytes(elements, b.name == "w" ? options.dtype : plan::DType::F32, 7), b.name == "w"});
+        const plan::DType type = weight                       ? options.dtype
+                                 : b.name == "x" && halfInput ? plan::DType::F16
+                                                              : plan::DType::F32;
+        data.push_back({randomBytes(elements, type, 7), weight});
       }
       double ms = bench.time(source, data, codegen::matmulGrid(spec, static_cast<uint32_t>(tokens)),
                              static_cast<uint32_t>(tokens));
@@ -352,8 +362,10 @@ int main(int argc, char **argv) {
                                        std::to_string(t.warpsN) + ":" + std::to_string(t.stages) + ":" +
                                        std::to_string(t.splitK)
                                  : "tiled"},
+                  {"gate_up", gateUpMatMul},
+                  {"half_input", halfInput},
                   {"ms", ms},
-                  {"tflops", 2.0 * tokens * n * k / (ms * 1e9)}});
+                  {"tflops", 2.0 * tokens * (gateUpMatMul ? 2 * n : n) * k / (ms * 1e9)}});
     } else if (gemv->parsed()) {
       codegen::GemvSpec spec;
       spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,

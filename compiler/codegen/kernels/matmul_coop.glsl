@@ -10,8 +10,9 @@
 //
 // NORM_PROLOGUE (RMSNorm with weight g): the rows are normalised before they are rounded to f16 (an
 // unnormalised residual stream can exceed the f16 range), so the workgroup first sums the squares of its
-// TILE_T rows, or with ROW_SCALES reads their scales, which a row_scales.glsl launch wrote (once a row
-// instead of once a workgroup column). RESIDUAL adds a residual as the result is written.
+// TILE_T rows. X_HALF: x is f16 already (8 halves a 16-byte word; a norm_rows_f16.glsl launch normalised
+// and rounded it once a row instead of once a workgroup column), staged as it is loaded. RESIDUAL adds a
+// residual as the result is written.
 //
 // The grouped projections of prefill (gerbil-group-qkv, gerbil-group-gate-up on the nvidia target) share the
 // staged x of a workgroup between their weights:
@@ -39,6 +40,15 @@
 #ifndef SPLIT_K
 #define SPLIT_K 1
 #endif
+#ifndef X_HALF
+#define X_HALF 0
+#endif
+#ifndef COOP_TOKEN_MAJOR
+#define COOP_TOKEN_MAJOR 0
+#endif
+#ifndef COOP_GATE_UP_SELECT
+#define COOP_GATE_UP_SELECT 0
+#endif
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
 const uint WARP_T = TILE_T / WARPS_T, WARP_N = TILE_N / WARPS_N;  // one subgroup's block
@@ -57,7 +67,8 @@ const uint CHUNKS = TILE_K / 8u;  // 16-byte chunks per staged row
 shared uvec4 xTile_[COOP_STAGES][TILE_T * ROW_WORDS];  // [token][k]: A, row-major
 shared uvec4 wTile_[COOP_STAGES][TILE_N * ROW_WORDS];  // [n][k]: B, column-major
 // One 16 × 16 f32 fragment per subgroup, through which the epilogue writes the accumulators with bounds
-// checks and the residual. Until then its first TILE_T words hold the RMS scales of the tile's rows.
+// checks and the residual. Until then its first TILE_T words hold the RMS scales of the tile's rows
+// (NORM_PROLOGUE).
 shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
 #define rowScale_ scratch_
 
@@ -67,7 +78,11 @@ shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
 // instruction waits on the loads before the products are issued.
 const uint X_CHUNKS = TILE_T * CHUNKS / WORKGROUP, W_CHUNKS = TILE_N * CHUNKS / WORKGROUP;
 struct Staged {
+#if X_HALF
+  uvec4 x[X_CHUNKS];
+#else
   vec4 x[X_CHUNKS][2];
+#endif
   vec4 g[X_CHUNKS][2];  // the norm weight under x (NORM_PROLOGUE)
   uvec4 w[W_CHUNKS];
 };
@@ -81,12 +96,18 @@ struct Staged {
 #define COOP_DIAG_HALF_X 0
 #endif
 
+// The workgroup's tile: (column, token tile). The grid's are in column order (x fastest), so the
+// workgroups that read the same weight rows (one column, every token tile) run a whole row of columns
+// apart. COOP_TOKEN_MAJOR: consecutive workgroups take the token tiles of one column instead, so that they
+// run together and share their weight rows in the L2.
+uvec2 tile_;
+
 #if MODE_GATE_UP
 // The output that staged weight row `row` belongs to: within each subgroup's block of WARP_N rows, fragment
 // f holds outputs (f / 2) * FRAG.. of the gate (f even) or the up (f odd) matrix.
 uint outputOfRow(uint row) {
   uint inBlock = row % WARP_N;
-  return gl_WorkGroupID.x * (TILE_N / 2u) + (row / WARP_N) * (WARP_N / 2u) + (inBlock / FRAG / 2u) * FRAG +
+  return tile_.x * (TILE_N / 2u) + (row / WARP_N) * (WARP_N / 2u) + (inBlock / FRAG / 2u) * FRAG +
          inBlock % FRAG;
 }
 #endif
@@ -101,13 +122,17 @@ void loadSlice(uint k0, out Staged st) {
   [[unroll]] for (uint i = 0; i < X_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
     uint row = c / CHUNKS, k = k0 + (c % CHUNKS) * 8u;
-    uint t = gl_WorkGroupID.y * TILE_T + row;
+    uint t = tile_.y * TILE_T + row;
     bool live = t < step_.tokens && k < K;
+#if X_HALF
+    st.x[i] = live ? x_v4[(t * K + k) / 8u] : uvec4(0u);
+#else
     st.x[i][0] = live ? x_v4[(t * K + k) / 4u] : vec4(0.0);
 #if COOP_DIAG_HALF_X
     st.x[i][1] = st.x[i][0];
 #else
     st.x[i][1] = live ? x_v4[(t * K + k) / 4u + 1u] : vec4(0.0);
+#endif
 #endif
 #if NORM_PROLOGUE
     st.g[i][0] = g_v4[min(k, K - 8u) / 4u];
@@ -121,7 +146,16 @@ void loadSlice(uint k0, out Staged st) {
 #if MODE_GATE_UP
     // A subgroup's rows all come from one matrix: 32 / CHUNKS rows divide a fragment's 16.
     uint n = outputOfRow(row);
-    if (n < N && k < K) w = (row % WARP_N) / FRAG % 2u == 0u ? w_gate_v4[(n * K + k) / 8u] : w_up_v4[(n * K + k) / 8u];
+    if (n < N && k < K) {
+      uint at = (n * K + k) / 8u;
+#if COOP_GATE_UP_SELECT
+      w = (row % WARP_N) / FRAG % 2u == 0u ? w_gate_v4[at] : w_up_v4[at];
+#else
+      // A branch (uniform within a subgroup), not a select, which the compiler may turn into both loads.
+      [[dont_flatten]] if ((row % WARP_N) / FRAG % 2u == 0u) w = w_gate_v4[at];
+      else w = w_up_v4[at];
+#endif
+    }
 #elif MODE_QKV
     uint n = part_.y * TILE_N + row;
     if (n < part_.z && k < K) {
@@ -130,7 +164,7 @@ void loadSlice(uint k0, out Staged st) {
       else w = w_v_v4[(n * K + k) / 8u];
     }
 #else
-    uint n = gl_WorkGroupID.x * TILE_N + row;
+    uint n = tile_.x * TILE_N + row;
     if (n < N && k < K) w = w_v4[(n * K + k) / 8u];
 #endif
     st.w[i] = w;
@@ -147,6 +181,9 @@ uint bf16PairToHalf(uint p) {
 void storeSlice(uint slot, Staged st) {
   [[unroll]] for (uint i = 0; i < X_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
+#if X_HALF
+    xTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] = st.x[i];
+#else
     vec4 a = st.x[i][0], b = st.x[i][1];
 #if NORM_PROLOGUE
     float scale = rowScale_[c / CHUNKS];
@@ -155,6 +192,7 @@ void storeSlice(uint slot, Staged st) {
 #endif
     xTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] =
         uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+#endif
   }
   [[unroll]] for (uint i = 0; i < W_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
@@ -194,10 +232,16 @@ void writeOutput(uint t, uint n, float v) {
 #endif
 
 void main() {
+#if COOP_TOKEN_MAJOR
+  uint id = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  tile_ = uvec2(id / gl_NumWorkGroups.y, id % gl_NumWorkGroups.y);
+#else
+  tile_ = gl_WorkGroupID.xy;
+#endif
   uint warp = gl_LocalInvocationIndex / SUBGROUP;
 #if MODE_QKV
   {
-    uint g = gl_WorkGroupID.x;
+    uint g = tile_.x;
     uint part = g < GROUPS_Q ? 0u : g < GROUPS_Q + GROUPS_K ? 1u : 2u;
     part_ = uvec3(part, g - (part == 0u ? 0u : part == 1u ? GROUPS_Q : GROUPS_Q + GROUPS_K),
                   part == 0u ? N_Q : part == 1u ? N_K : N_V);
@@ -205,11 +249,7 @@ void main() {
 #endif
   uint warpT = warp / WARPS_N, warpN = warp % WARPS_N;
 
-#if NORM_PROLOGUE && ROW_SCALES
-  for (uint r = gl_LocalInvocationIndex; r < TILE_T; r += WORKGROUP)
-    rowScale_[r] = load_scales(min(gl_WorkGroupID.y * TILE_T + r, step_.tokens - 1u));
-  barrier();
-#elif NORM_PROLOGUE
+#if NORM_PROLOGUE
   // Each subgroup sums the squares of TILE_T / (WARPS_T · WARPS_N) rows, up to 32 16-byte loads per lane
   // in flight (a whole row of 4096, or several shorter rows): a loop that waited on each load would take
   // longer than the products.
@@ -224,7 +264,7 @@ void main() {
     for (uint v0 = 0; v0 < LANE_VECS; v0 += BATCH) {
       vec4 xs[ROWS_AT_ONCE][BATCH];
       [[unroll]] for (uint j = 0; j < ROWS_AT_ONCE; ++j) {
-        uint t = min(gl_WorkGroupID.y * TILE_T + warp * ROWS_PER_WARP + r0 + j, step_.tokens - 1u);
+        uint t = min(tile_.y * TILE_T + warp * ROWS_PER_WARP + r0 + j, step_.tokens - 1u);
         [[unroll]] for (uint v = 0; v < BATCH; ++v)
           xs[j][v] = x_v4[t * ROW_VECS + min(rmsLane + (v0 + v) * SUBGROUP, ROW_VECS - 1u)];
       }
@@ -276,7 +316,7 @@ void main() {
 #if SPLIT_K > 1 && !MODE_GATE_UP && !MODE_QKV
   // Publish this split's share of the tile, then count it in; the tile's last split adds the shares.
   const uint TILE_ELEMENTS = TILE_T * TILE_N;
-  uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint tile = tile_.y * gl_NumWorkGroups.x + tile_.x;
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
       coopMatStoreNV(acc[i][j], partial_,
@@ -295,7 +335,7 @@ void main() {
   for (uint e = gl_LocalInvocationIndex; e < TILE_ELEMENTS / 4u; e += WORKGROUP) {
     vec4 sum = vec4(0.0);
     [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) sum += partial_v4[(tile * SPLIT_K + s) * (TILE_ELEMENTS / 4u) + e];
-    uint t = gl_WorkGroupID.y * TILE_T + 4u * e / TILE_N, n0 = gl_WorkGroupID.x * TILE_N + 4u * e % TILE_N;
+    uint t = tile_.y * TILE_T + 4u * e / TILE_N, n0 = tile_.x * TILE_N + 4u * e % TILE_N;
     [[unroll]] for (uint c = 0; c < 4u; ++c) writeOutput(t, n0 + c, sum[c]);
   }
   return;
@@ -316,8 +356,8 @@ void main() {
       coopMatStoreNV(acc[i][2u * p + 1u], scratch_, fragment, FRAG, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
-      uint n0 = gl_WorkGroupID.x * (TILE_N / 2u) + warpN * (WARP_N / 2u) + p * FRAG;
+      uint t0 = tile_.y * TILE_T + warpT * WARP_T + i * FRAG;
+      uint n0 = tile_.x * (TILE_N / 2u) + warpN * (WARP_N / 2u) + p * FRAG;
       [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
         uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
         if (t >= step_.tokens || n >= N) continue;
@@ -332,11 +372,11 @@ void main() {
       coopMatStoreNV(acc[i][j], scratch_, fragment, FRAG, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
+      uint t0 = tile_.y * TILE_T + warpT * WARP_T + i * FRAG;
 #if MODE_QKV
       uint n0 = part_.y * TILE_N + warpN * WARP_N + j * FRAG;
 #else
-      uint n0 = gl_WorkGroupID.x * TILE_N + warpN * WARP_N + j * FRAG;
+      uint n0 = tile_.x * TILE_N + warpN * WARP_N + j * FRAG;
 #endif
       [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
         uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;

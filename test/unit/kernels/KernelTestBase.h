@@ -49,11 +49,17 @@ inline double inverseRms(const float *row, int64_t k, double eps) {
   return 1.0 / std::sqrt(sumSquares / double(k) + eps);
 }
 
-// The inverse RMS of each of the t rows (k wide) of x, as row_scales.glsl writes them.
-inline std::vector<float> rowScales(const std::vector<float> &x, uint32_t t, int64_t k, double eps) {
-  std::vector<float> scales(t);
-  for (uint32_t row = 0; row < t; ++row) scales[row] = static_cast<float>(inverseRms(&x[row * k], k, eps));
-  return scales;
+// The t rows (k wide) of x normalised (RMSNorm with weight g) and rounded to f16, as norm_rows_f16.glsl
+// writes them for the tensor-core matmul's f16 input.
+inline std::vector<_Float16> normalizedHalfRows(const std::vector<float> &x, const std::vector<float> &g,
+                                                uint32_t t, int64_t k, double eps) {
+  std::vector<_Float16> rows(x.size());
+  for (uint32_t row = 0; row < t; ++row) {
+    const double scale = inverseRms(&x[row * k], k, eps);
+    for (int64_t i = 0; i < k; ++i)
+      rows[row * k + i] = static_cast<_Float16>(static_cast<float>(x[row * k + i] * scale * g[i]));
+  }
+  return rows;
 }
 
 // The device, the shader compiler and the plumbing every kernel test shares: buffers in, one launch, results

@@ -38,14 +38,16 @@ protected:
     for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
     for (float &v : residual) v = uniform(rng);
 
-    // The reference, with x rounded to f16 after the prologue as the cooperative-matrix kernel does.
+    // The reference, with x rounded to f16 after the prologue as the cooperative-matrix kernel does. With
+    // halfInput the kernel is given the normalised rows in f16 (a norm launch's) and has no prologue.
     bool halfInputs = spec.variant == MatMulVariant::Coop;
+    const bool normed = spec.norm || spec.halfInput;
     std::vector<double> expected(t * n);
     for (uint32_t row = 0; row < t; ++row) {
-      double scale = spec.norm ? inverseRms(&x[row * k], k, spec.eps) : 1.0;
+      double scale = normed ? inverseRms(&x[row * k], k, spec.eps) : 1.0;
       std::vector<double> input(k);
       for (int64_t i = 0; i < k; ++i) {
-        double v = x[row * k + i] * (spec.norm ? scale * g[i] : 1.0);
+        double v = x[row * k + i] * (normed ? scale * g[i] : 1.0);
         input[i] = halfInputs ? double(static_cast<_Float16>(static_cast<float>(v))) : v;
       }
       for (int64_t col = 0; col < n; ++col) {
@@ -64,7 +66,10 @@ protected:
 
     std::vector<vk::Buffer> buffers = linearBuffers(x, packWeights(w, spec.weight), spec.norm ? &g : nullptr,
                                                     spec.residual ? &residual : nullptr, t * n);
-    if (spec.rowScales) buffers.insert(buffers.begin() + 3, upload(rowScales(x, t, k, spec.eps), "scales"));
+    if (spec.halfInput) {
+      const std::vector<_Float16> rows = normalizedHalfRows(x, g, t, k, spec.eps);
+      buffers[0] = upload(rows.data(), rows.size() * sizeof(_Float16), "x");
+    }
     // Split over K: the parts' scratch (garbage to start with) and zeroed counters, after the result. Two
     // launches: the second finds the counters the first left at 0.
     const codegen::SplitKScratch split = codegen::splitKScratch(spec, t);
@@ -128,7 +133,7 @@ void compileEveryVariant(codegen::ShaderCompiler &compiler, const std::vector<co
       spec.n = 1000;
       spec.weight = variant & 4 ? plan::DType::BF16 : plan::DType::F16;
       spec.norm = variant & 1;
-      spec.rowScales = spec.norm && (variant & 4) && spec.coopTiling.splitK == 1;
+      spec.halfInput = !spec.norm && (variant & 4);
       spec.residual = variant & 2;
       spec.eps = 1e-5;
       codegen::KernelSource source = codegen::matmulKernel(spec);
@@ -194,8 +199,9 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
           spec.variant = MatMulVariant::Coop;
           spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
           spec.weight = dtype;
-          spec.norm = variant & 1;
-          spec.rowScales = spec.norm && s % 2 == 0; // the scales of a row_scales launch, or the prologue's
+          // The norm in the prologue, or (even shapes) in a norm launch before, whose f16 rows it reads.
+          spec.halfInput = (variant & 1) && s % 2 == 0;
+          spec.norm = (variant & 1) && !spec.halfInput;
           spec.residual = variant & 2;
           spec.eps = 1e-5;
           check(spec, shape);
@@ -204,29 +210,36 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
         }
 }
 
-// The row scales that the cooperative-matrix norm prologue reads: with vector and scalar loads, rows
-// shorter and longer than the workgroup, and a row of zeros (1 / sqrt(eps)).
-TEST_F(MatMulKernelTest, RowScalesMatchTheReference) {
-  for (int64_t k : {4l, 37l, 896l, 4096l}) {
+// The f16 rows that the grouped projections' norm launch writes for the tensor-core matmul: rows shorter
+// and longer than the workgroup, values large enough to overflow f16 unnormalised, and a row of zeros.
+TEST_F(MatMulKernelTest, NormalizedRowsMatchTheReference) {
+  for (int64_t k : {8l, 40l, 896l, 4096l}) {
     const uint32_t t = 5;
     std::mt19937 rng(static_cast<uint32_t>(k));
     std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
-    std::vector<float> x(t * k);
+    std::vector<float> x(t * k), g(k);
     for (float &v : x) v = uniform(rng);
+    for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
     std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
+    for (int64_t i = 0; i < k; ++i) x[3 * k + i] *= 1e5f;
     const double eps = 1e-6;
-    codegen::KernelSource source = codegen::rowScalesKernel(k, eps);
-    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "row scales test kernel");
+    codegen::KernelSource source = codegen::normalizedRowsKernel(k, eps);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "norm rows test kernel");
     std::vector<vk::Buffer> buffers;
     buffers.push_back(upload(x, "x"));
-    buffers.push_back(output(t, "result"));
+    buffers.push_back(upload(g, "g"));
+    buffers.push_back(output(t * k / 2, "result"));
     buffers.push_back(state(0));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    run(spirv, buffers, {t, 1, 1}, t, "row scales test kernel");
-    std::vector<float> result = download(buffers[1], t), expected = rowScales(x, t, k, eps);
-    for (uint32_t row = 0; row < t; ++row)
-      EXPECT_NEAR(result[row], expected[row], 1e-5 * std::abs(expected[row])) << "K=" << k << ", row " << row;
+    run(spirv, buffers, {t, 1, 1}, t, "norm rows test kernel");
+    std::vector<_Float16> result(t * k);
+    ctx_->download(buffers[2], 0, result.data(), result.size() * sizeof(_Float16));
+    const std::vector<_Float16> expected = normalizedHalfRows(x, g, t, k, eps);
+    for (size_t i = 0; i < result.size(); ++i) // f32 against double arithmetic: one f16 step at most
+      ASSERT_NEAR(float(result[i]), float(expected[i]), std::abs(float(expected[i])) / 1024 + 1e-6)
+          << "K=" << k << ", row " << i / k << ", element " << i % k;
   }
+  EXPECT_THROW(codegen::normalizedRowsKernel(36, 1e-6), codegen::CodegenError); // not whole 16-byte words
 }
 
 // The grouped projections of prefill on cooperative matrices: gate/up with the activation of the gate times
@@ -254,13 +267,14 @@ protected:
       bias[p].resize(rows[p]);
       for (float &v : bias[p]) v = uniform(rng);
     }
-    // Inputs rounded to f16 after the prologue, as the kernel rounds them.
+    // Inputs rounded to f16 after the prologue (or the norm launch), as the kernel rounds them.
+    const bool normed = spec.norm || spec.halfInput;
     std::vector<double> input(t * k);
     for (uint32_t row = 0; row < t; ++row) {
-      double scale = spec.norm ? inverseRms(&x[row * k], k, spec.eps) : 1.0;
+      double scale = normed ? inverseRms(&x[row * k], k, spec.eps) : 1.0;
       for (int64_t i = 0; i < k; ++i)
-        input[row * k + i] = double(
-            static_cast<_Float16>(static_cast<float>(x[row * k + i] * (spec.norm ? scale * g[i] : 1.0))));
+        input[row * k + i] =
+            double(static_cast<_Float16>(static_cast<float>(x[row * k + i] * (normed ? scale * g[i] : 1.0))));
     }
     auto product = [&](size_t p, uint32_t row, int64_t col) {
       double sum = 0;
@@ -279,8 +293,11 @@ protected:
       std::vector<uint8_t> packed = packWeights(w[p], spec.weight);
       buffers.push_back(upload(packed.data(), packed.size(), "w"));
     }
+    if (spec.halfInput) {
+      const std::vector<_Float16> rows = normalizedHalfRows(x, g, t, k, spec.eps);
+      buffers[0] = upload(rows.data(), rows.size() * sizeof(_Float16), "x");
+    }
     if (spec.norm) buffers.push_back(upload(g, "g"));
-    if (spec.rowScales) buffers.push_back(upload(rowScales(x, t, k, spec.eps), "scales"));
     for (size_t p = 0; p < rows.size(); ++p)
       if (biased[p]) buffers.push_back(upload(bias[p], "bias"));
     const size_t firstResult = buffers.size();
@@ -318,8 +335,8 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
       spec.variant = codegen::MatMulVariant::Coop;
       spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
       spec.weight = variant & 2 ? plan::DType::BF16 : plan::DType::F16;
-      spec.norm = variant & 1;
-      spec.rowScales = variant == 3;
+      spec.halfInput = variant == 3; // the norm in a launch before
+      spec.norm = (variant & 1) && !spec.halfInput;
       spec.eps = 1e-5;
       spec.k = 200;
       spec.mode = MatMulMode::GateUp;
