@@ -41,12 +41,13 @@ KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   defineAttention(k, spec);
   define("KV_TILE", uintValue(gd::kCoopAttentionKeyTile));
   define("KEY_SPLITS", std::to_string(keySplits(spec))); // plain: #if reads it
+  define("RESULT_HALF", spec.halfResult ? "1" : "0");
   k.templateFile = "attention_prefill_coop.glsl";
   k.workgroup = {32 * gd::kCoopAttentionWarps, 1, 1};
   k.bindings = {{"q", Access::Read, plan::DType::F32, true},
                 {"k_cache", Access::Read, plan::DType::F32, true},
                 {"v_cache", Access::Read, plan::DType::F32, true},
-                {"result", Access::Write, plan::DType::F32, false},
+                {"result", Access::Write, spec.halfResult ? plan::DType::F16 : plan::DType::F32, false},
                 {"partial", Access::ReadWrite, plan::DType::F32, true, true},
                 {"counters", Access::TokenIdsWrite, plan::DType::I32}};
   k.extensions = {"GL_NV_cooperative_matrix", "GL_EXT_shader_explicit_arithmetic_types_float16",
@@ -64,6 +65,7 @@ KernelSource coopAttentionKernel(const AttentionSpec &spec) {
 KernelSource attentionKernel(const AttentionSpec &spec, bool coop) {
   namespace gd = mlir::gerbil;
   if (coop) return coopAttentionKernel(spec);
+  if (spec.halfResult) throw CodegenError("f16 attention results are the tensor-core kernel's");
   KernelSource k;
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);

@@ -38,9 +38,7 @@ std::string declare(const KernelBinding &b, size_t index) {
     else text += "return " + array + "[i]; }\n";
   }
   if (b.access != Access::Read) {
-    // 16-bit results are written as whole 16-byte words of 8 values, through the vec4 view.
-    if (packed16 && !b.vec4View)
-      throw CodegenError("binding '" + b.name + "': kernels write 16-bit values through a vec4 view only");
+    // 16-bit results are written as whole words of packed values (NAME_[] or NAME_v4[]): no store_.
     if (!packed16) text += "void store_" + b.name + "(uint i, float v) { " + array + "[i] = v; }\n";
   }
   return text;

@@ -84,6 +84,9 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   if (spec.halfInput && (spec.norm || spec.variant != MatMulVariant::Coop))
     throw CodegenError("f16 input rows are for the cooperative-matrix matmul without a norm prologue");
   define("X_HALF", spec.halfInput ? "1" : "0");
+  if (spec.halfResult && (spec.mode != MatMulMode::GateUp || spec.n % 2 != 0))
+    throw CodegenError("f16 results are for the gate/up matmul on cooperative matrices, of an even width");
+  define("RESULT_HALF", spec.halfResult ? "1" : "0");
   k.bindings.push_back({"x", Access::Read, spec.halfInput ? plan::DType::F16 : plan::DType::F32, true});
   const std::vector<std::string> parts =
       spec.mode == MatMulMode::GateUp ? std::vector<std::string>{"gate", "up"}
@@ -113,7 +116,8 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     for (const char *part : {"result_q", "result_k", "result_v"})
       k.bindings.push_back({part, Access::Write, plan::DType::F32, false});
   else
-    k.bindings.push_back({"result", Access::Write, plan::DType::F32, false});
+    k.bindings.push_back(
+        {"result", Access::Write, spec.halfResult ? plan::DType::F16 : plan::DType::F32, false});
   if (split > 1) {
     k.bindings.push_back({"partial", Access::ReadWrite, plan::DType::F32, true, true});
     k.bindings.push_back({"counters", Access::TokenIdsWrite, plan::DType::I32});

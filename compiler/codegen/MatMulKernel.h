@@ -25,6 +25,8 @@ struct MatMulSpec {
   // Coop without norm: x holds f16 rows (8 halves a 16-byte word), the output of a normalizedRowsKernel
   // launch before, which the kernel stages as they are.
   bool halfInput = false;
+  // GateUp (Coop): the result in f16 (two outputs a word; n even), for a Coop matmul with halfInput.
+  bool halfResult = false;
   double eps = 0;
   bool residual = false;
   mlir::gerbil::CoopMatMulTiling coopTiling{}; // for MatMulVariant::Coop

@@ -282,6 +282,38 @@ private:
     throw CodegenError("a value of dispatch '" + locationName(dispatch.getLoc()) + "' has no buffer");
   }
 
+  // The result of `dispatch` that value `v` of its body is (what its yield returns), or null.
+  static Value yieldedResult(gd::DispatchOp dispatch, Value v) {
+    Operation *yield = dispatch.getBody().front().getTerminator();
+    for (auto [i, yielded] : llvm::enumerate(yield->getOperands()))
+      if (yielded == v) return dispatch.getResult(i);
+    return {};
+  }
+
+  // Whether prefill hands the dispatch result `v` over as f16 rows (two values a word): its producer can
+  // write them (the tensor-core attention, a gate/up group on tensor cores) and every reader is a plain
+  // projection on tensor cores that takes `v` as its input rows, without a norm prologue, so that it would
+  // round them to f16 as it stages them anyway. Half the bytes of the handover and of the readers' staging
+  // loads (sweep ab, H200: f16 rows took a 512 x 28672 x 4096 matmul from 890 to 854 µs). Decode keeps
+  // f32: its kernels of the same dispatches write and read their own copy of the value, in f32.
+  bool handsOverHalf(Value v) const {
+    auto producer = v ? v.getDefiningOp<gd::DispatchOp>() : gd::DispatchOp();
+    if (!producer || v.use_empty() || rowWidth(v) % 8 != 0) return false;
+    const llvm::StringRef family = producer.getKernel();
+    if (family != "attention_coop" && family != std::string(gd::kGateUpKernel) + gd::kCoopSuffix)
+      return false;
+    for (OpOperand &use : v.getUses()) {
+      auto reader = llvm::dyn_cast<gd::DispatchOp>(use.getOwner());
+      if (!reader || !holdsOneOp(reader) || !reader.getKernel().ends_with(gd::kCoopSuffix)) return false;
+      Operation &op = reader.getBody().front().front();
+      if (!isa<gd::LinearOp, gd::MatMulOp>(op) || gd::outsideDispatch(op.getOperand(0)) != v) return false;
+      if (auto linear = dyn_cast<gd::LinearOp>(op); linear && linear.getNorm()) return false;
+      for (unsigned i = 1; i < op.getNumOperands(); ++i)
+        if (gd::outsideDispatch(op.getOperand(i)) == v) return false; // also its residual, say
+    }
+    return true;
+  }
+
   // `decode`: the one-token variant, where the dispatch has one (decode_grid). An op of a fusion group that
   // runs on its own takes the catalog's choice for it.
   KernelInstance specify(gd::DispatchOp dispatch, Operation *op, bool decode) {
@@ -384,6 +416,7 @@ private:
           bool coop = llvm::StringRef(family).ends_with(gd::kCoopSuffix);
           spec.variant = coop ? MatMulVariant::Coop : MatMulVariant::Tiled;
           if (coop) spec.coopTiling = mlir::gerbil::coopTilingFor(*profile_, spec.n, spec.k);
+          spec.halfInput = coop && !spec.norm && handsOverHalf(gd::outsideDispatch(m->getOperand(0)));
           takeLinearKernel(matmulKernel(spec));
           SplitKScratch split = splitKScratch(spec, maxTokens_);
           k.scratchPartialBytes = split.partialBytes;
@@ -448,7 +481,9 @@ private:
           // (attention_decode.glsl).
           if (decode) return specifyDecodeAttention(k, a);
           const bool coop = family == "attention_coop";
-          k.source = attentionKernel(attentionSpec(a), coop);
+          AttentionSpec spec = attentionSpec(a);
+          spec.halfResult = coop && handsOverHalf(yieldedResult(dispatch, a.getResult()));
+          k.source = attentionKernel(spec, coop);
           requireFormedWorkgroup(k.source, wg, "dispatch '" + locationName(dispatch.getLoc()) + "'");
           k.origins = {operand(0), {BindingSource::CacheKeys, 0}, {BindingSource::CacheValues, 0}, result};
           k.cache = a.getCacheAttr();
@@ -541,6 +576,7 @@ private:
     spec.biasA = bool(g.biases[0]), spec.biasB = bool(g.biases[1]), spec.biasC = g.qkv && g.biases[2];
     if (auto gelu = dyn_cast_or_null<gd::GELUOp>(g.activation))
       spec.gelu = true, spec.geluTanh = gelu.getTanhApproximation();
+    spec.halfResult = !g.qkv && handsOverHalf(yieldedResult(dispatch, g.product->getResult(0)));
     spec.coopTiling = gd::groupPrefillTiling(*profile_, !g.qkv, spec.k, spec.n, spec.nK, spec.nV);
     KernelInstance k;
     k.source = matmulKernel(spec);

@@ -18,6 +18,21 @@
 #ifndef KEY_SPLITS
 #define KEY_SPLITS 1
 #endif
+// RESULT_HALF: the output in f16, two neighbouring dims a word, for a tensor-core matmul that reads its
+// input rows in f16 (its staging would round them anyway).
+#ifndef RESULT_HALF
+#define RESULT_HALF 0
+#endif
+
+// Outputs at, at + 1 of the result (at even).
+void storePair(uint at, vec2 v) {
+#if RESULT_HALF
+  result_[at / 2u] = packHalf2x16(v);
+#else
+  store_result(at, v.x);
+  store_result(at + 1u, v.y);
+#endif
+}
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
 const uint WARPS = WORKGROUP / SUBGROUP;
@@ -134,7 +149,8 @@ void combineSplits(FragC o[D_FRAGS], uint head, uint split, uint runs, uint warp
     vec4 sum = vec4(0.0);
     for (uint s = 0; s < runs; ++s)
       sum += sTile_[0][r * KEY_SPLITS + s] * partial_v4[((tile * KEY_SPLITS + s) * SPLIT_BLOCK) / 4u + e];
-    [[unroll]] for (uint c = 0; c < 4u; ++c) store_result((t * HEADS + head) * HEAD_DIM + d + c, sum[c]);
+    storePair((t * HEADS + head) * HEAD_DIM + d, sum.xy);
+    storePair((t * HEADS + head) * HEAD_DIM + d + 2u, sum.zw);
   }
 }
 #endif
@@ -250,9 +266,10 @@ void main() {
     coopMatStoreNV(o[dd], sTile_[warp], 0u, FRAG, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    [[unroll]] for (uint e = lane; e < FRAG * FRAG; e += SUBGROUP) {
+    [[unroll]] for (uint e = 2u * lane; e < FRAG * FRAG; e += 2u * SUBGROUP) {
       uint r = e / FRAG, t = t0 + warp * FRAG + r;
-      if (t < step_.tokens) store_result((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG, sTile_[warp][e]);
+      if (t < step_.tokens)
+        storePair((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG, vec2(sTile_[warp][e], sTile_[warp][e + 1u]));
     }
     subgroupBarrier();
   }

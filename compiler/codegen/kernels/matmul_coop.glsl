@@ -43,12 +43,12 @@
 #ifndef X_HALF
 #define X_HALF 0
 #endif
-#ifndef COOP_TOKEN_MAJOR
-#define COOP_TOKEN_MAJOR 0
+// RESULT_HALF (MODE_GATE_UP, N even): the result in f16, two neighbouring outputs a word, for a
+// tensor-core matmul that reads its input rows in f16 (its staging would round them anyway).
+#ifndef RESULT_HALF
+#define RESULT_HALF 0
 #endif
-#ifndef COOP_GATE_UP_SELECT
-#define COOP_GATE_UP_SELECT 0
-#endif
+
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
 const uint WARP_T = TILE_T / WARPS_T, WARP_N = TILE_N / WARPS_N;  // one subgroup's block
@@ -96,18 +96,12 @@ struct Staged {
 #define COOP_DIAG_HALF_X 0
 #endif
 
-// The workgroup's tile: (column, token tile). The grid's are in column order (x fastest), so the
-// workgroups that read the same weight rows (one column, every token tile) run a whole row of columns
-// apart. COOP_TOKEN_MAJOR: consecutive workgroups take the token tiles of one column instead, so that they
-// run together and share their weight rows in the L2.
-uvec2 tile_;
-
 #if MODE_GATE_UP
 // The output that staged weight row `row` belongs to: within each subgroup's block of WARP_N rows, fragment
 // f holds outputs (f / 2) * FRAG.. of the gate (f even) or the up (f odd) matrix.
 uint outputOfRow(uint row) {
   uint inBlock = row % WARP_N;
-  return tile_.x * (TILE_N / 2u) + (row / WARP_N) * (WARP_N / 2u) + (inBlock / FRAG / 2u) * FRAG +
+  return gl_WorkGroupID.x * (TILE_N / 2u) + (row / WARP_N) * (WARP_N / 2u) + (inBlock / FRAG / 2u) * FRAG +
          inBlock % FRAG;
 }
 #endif
@@ -122,7 +116,7 @@ void loadSlice(uint k0, out Staged st) {
   [[unroll]] for (uint i = 0; i < X_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
     uint row = c / CHUNKS, k = k0 + (c % CHUNKS) * 8u;
-    uint t = tile_.y * TILE_T + row;
+    uint t = gl_WorkGroupID.y * TILE_T + row;
     bool live = t < step_.tokens && k < K;
 #if X_HALF
     st.x[i] = live ? x_v4[(t * K + k) / 8u] : uvec4(0u);
@@ -146,16 +140,7 @@ void loadSlice(uint k0, out Staged st) {
 #if MODE_GATE_UP
     // A subgroup's rows all come from one matrix: 32 / CHUNKS rows divide a fragment's 16.
     uint n = outputOfRow(row);
-    if (n < N && k < K) {
-      uint at = (n * K + k) / 8u;
-#if COOP_GATE_UP_SELECT
-      w = (row % WARP_N) / FRAG % 2u == 0u ? w_gate_v4[at] : w_up_v4[at];
-#else
-      // A branch (uniform within a subgroup), not a select, which the compiler may turn into both loads.
-      [[dont_flatten]] if ((row % WARP_N) / FRAG % 2u == 0u) w = w_gate_v4[at];
-      else w = w_up_v4[at];
-#endif
-    }
+    if (n < N && k < K) w = (row % WARP_N) / FRAG % 2u == 0u ? w_gate_v4[(n * K + k) / 8u] : w_up_v4[(n * K + k) / 8u];
 #elif MODE_QKV
     uint n = part_.y * TILE_N + row;
     if (n < part_.z && k < K) {
@@ -164,7 +149,7 @@ void loadSlice(uint k0, out Staged st) {
       else w = w_v_v4[(n * K + k) / 8u];
     }
 #else
-    uint n = tile_.x * TILE_N + row;
+    uint n = gl_WorkGroupID.x * TILE_N + row;
     if (n < N && k < K) w = w_v4[(n * K + k) / 8u];
 #endif
     st.w[i] = w;
@@ -232,16 +217,10 @@ void writeOutput(uint t, uint n, float v) {
 #endif
 
 void main() {
-#if COOP_TOKEN_MAJOR
-  uint id = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  tile_ = uvec2(id / gl_NumWorkGroups.y, id % gl_NumWorkGroups.y);
-#else
-  tile_ = gl_WorkGroupID.xy;
-#endif
   uint warp = gl_LocalInvocationIndex / SUBGROUP;
 #if MODE_QKV
   {
-    uint g = tile_.x;
+    uint g = gl_WorkGroupID.x;
     uint part = g < GROUPS_Q ? 0u : g < GROUPS_Q + GROUPS_K ? 1u : 2u;
     part_ = uvec3(part, g - (part == 0u ? 0u : part == 1u ? GROUPS_Q : GROUPS_Q + GROUPS_K),
                   part == 0u ? N_Q : part == 1u ? N_K : N_V);
@@ -264,7 +243,7 @@ void main() {
     for (uint v0 = 0; v0 < LANE_VECS; v0 += BATCH) {
       vec4 xs[ROWS_AT_ONCE][BATCH];
       [[unroll]] for (uint j = 0; j < ROWS_AT_ONCE; ++j) {
-        uint t = min(tile_.y * TILE_T + warp * ROWS_PER_WARP + r0 + j, step_.tokens - 1u);
+        uint t = min(gl_WorkGroupID.y * TILE_T + warp * ROWS_PER_WARP + r0 + j, step_.tokens - 1u);
         [[unroll]] for (uint v = 0; v < BATCH; ++v)
           xs[j][v] = x_v4[t * ROW_VECS + min(rmsLane + (v0 + v) * SUBGROUP, ROW_VECS - 1u)];
       }
@@ -316,7 +295,7 @@ void main() {
 #if SPLIT_K > 1 && !MODE_GATE_UP && !MODE_QKV
   // Publish this split's share of the tile, then count it in; the tile's last split adds the shares.
   const uint TILE_ELEMENTS = TILE_T * TILE_N;
-  uint tile = tile_.y * gl_NumWorkGroups.x + tile_.x;
+  uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
       coopMatStoreNV(acc[i][j], partial_,
@@ -335,7 +314,7 @@ void main() {
   for (uint e = gl_LocalInvocationIndex; e < TILE_ELEMENTS / 4u; e += WORKGROUP) {
     vec4 sum = vec4(0.0);
     [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) sum += partial_v4[(tile * SPLIT_K + s) * (TILE_ELEMENTS / 4u) + e];
-    uint t = tile_.y * TILE_T + 4u * e / TILE_N, n0 = tile_.x * TILE_N + 4u * e % TILE_N;
+    uint t = gl_WorkGroupID.y * TILE_T + 4u * e / TILE_N, n0 = gl_WorkGroupID.x * TILE_N + 4u * e % TILE_N;
     [[unroll]] for (uint c = 0; c < 4u; ++c) writeOutput(t, n0 + c, sum[c]);
   }
   return;
@@ -345,24 +324,34 @@ void main() {
   uint lane = gl_LocalInvocationIndex % SUBGROUP, fragment = warp * FRAG * FRAG;
   const uint PER_LANE = FRAG * FRAG / SUBGROUP;
 #if MODE_GATE_UP
+  // Each lane takes OUT_STEP neighbouring outputs at a time (two with RESULT_HALF: one word of halves).
+  const uint OUT_STEP = RESULT_HALF != 0 ? 2u : 1u, OUT_PER_LANE = PER_LANE / OUT_STEP;
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint p = 0; p < FRAGS_N / 2u; ++p) {
-      float gate[PER_LANE];
+      vec2 gate[OUT_PER_LANE];
       coopMatStoreNV(acc[i][2u * p], scratch_, fragment, FRAG, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      [[unroll]] for (uint m = 0; m < PER_LANE; ++m) gate[m] = scratch_[fragment + lane + m * SUBGROUP];
+      [[unroll]] for (uint m = 0; m < OUT_PER_LANE; ++m) {
+        uint e = (lane + m * SUBGROUP) * OUT_STEP;
+        gate[m] = vec2(scratch_[fragment + e], scratch_[fragment + e + OUT_STEP - 1u]);
+      }
       subgroupBarrier();
       coopMatStoreNV(acc[i][2u * p + 1u], scratch_, fragment, FRAG, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      uint t0 = tile_.y * TILE_T + warpT * WARP_T + i * FRAG;
-      uint n0 = tile_.x * (TILE_N / 2u) + warpN * (WARP_N / 2u) + p * FRAG;
-      [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
-        uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
+      uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
+      uint n0 = gl_WorkGroupID.x * (TILE_N / 2u) + warpN * (WARP_N / 2u) + p * FRAG;
+      [[unroll]] for (uint m = 0; m < OUT_PER_LANE; ++m) {
+        uint e = (lane + m * SUBGROUP) * OUT_STEP, t = t0 + e / FRAG, n = n0 + e % FRAG;
         if (t >= step_.tokens || n >= N) continue;
-        float g = gate[m] + load_bias_gate(n), u = scratch_[fragment + e] + load_bias_up(n);
+        float g = gate[m].x + load_bias_gate(n), u = scratch_[fragment + e] + load_bias_up(n);
+#if RESULT_HALF
+        float g1 = gate[m].y + load_bias_gate(n + 1u), u1 = scratch_[fragment + e + 1u] + load_bias_up(n + 1u);
+        result_[(t * N + n) / 2u] = packHalf2x16(vec2(activation(g) * u, activation(g1) * u1));
+#else
         store_result(t * N + n, activation(g) * u);
+#endif
       }
       subgroupBarrier();  // the fragment is written out before the next one overwrites it
     }
@@ -372,11 +361,11 @@ void main() {
       coopMatStoreNV(acc[i][j], scratch_, fragment, FRAG, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      uint t0 = tile_.y * TILE_T + warpT * WARP_T + i * FRAG;
+      uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
 #if MODE_QKV
       uint n0 = part_.y * TILE_N + warpN * WARP_N + j * FRAG;
 #else
-      uint n0 = tile_.x * TILE_N + warpN * WARP_N + j * FRAG;
+      uint n0 = gl_WorkGroupID.x * TILE_N + warpN * WARP_N + j * FRAG;
 #endif
       [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
         uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;

@@ -84,10 +84,19 @@ protected:
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
     // Twice with the key splits: each tile's last split must leave its counter at 0 for the next launch.
     for (int launch = 0; launch < (coop ? 2 : 1); ++launch) {
-      ctx_->fill(buffers[3], 0x7fc00000u); // NaN: every output must be written again
+      // NaN (in both halves of a word for f16 results): every output must be written again.
+      ctx_->fill(buffers[3], spec.halfResult ? 0x7e007e00u : 0x7fc00000u);
       run(spirv, buffers, codegen::attentionGrid(spec, t, coop), t, "attention test kernel");
-      std::vector<float> result = download(buffers[3], q.size());
-      // f16 operands: a score is off by up to ~1e-3 of its size, a probability by 1e-3 relative.
+      std::vector<float> result(q.size());
+      if (spec.halfResult) {
+        std::vector<_Float16> halves(q.size());
+        ctx_->download(buffers[3], 0, halves.data(), halves.size() * sizeof(_Float16));
+        std::copy(halves.begin(), halves.end(), result.begin());
+      } else {
+        result = download(buffers[3], q.size());
+      }
+      // f16 operands: a score is off by up to ~1e-3 of its size, a probability by 1e-3 relative (and an f16
+      // result by 1/2048 of its size).
       const double tolerance = coop ? 1.5e-2 : 1e-4;
       for (size_t i = 0; i < result.size(); ++i)
         ASSERT_NEAR(result[i], expected[i], tolerance)
@@ -250,6 +259,7 @@ TEST_F(AttentionKernelTest, PrefillKeySplitsMatchTheReference) {
   for (int64_t splits : {1, 2, 3, 8})
     for (AttentionCase c : cases) {
       c.spec.keySplits = splits;
+      c.spec.halfResult = splits % 2 == 0; // f16 results, as for a tensor-core o projection
       check(c, true);
       ASSERT_FALSE(HasFatalFailure());
     }
@@ -261,6 +271,9 @@ TEST(AttentionKernelSpec, KeySplitsAreBounded) {
   EXPECT_THROW(codegen::attentionKernel(spec, true), codegen::CodegenError);
   spec.keySplits = 3;
   EXPECT_EQ(codegen::attentionGrid(spec, 65, true)[2], 3u);
+  spec.halfResult = true; // the tensor-core kernel's only
+  EXPECT_THROW(codegen::attentionKernel(spec, false), codegen::CodegenError);
+  spec.halfResult = false;
   EXPECT_EQ(codegen::attentionGrid(spec, 65, false)[2], 1u);
   // The catalog's: split only the few heads whose query tiles leave multiprocessors idle (sweep z).
   spec.keySplits = 0;

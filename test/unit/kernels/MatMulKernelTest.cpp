@@ -308,7 +308,14 @@ protected:
     double tolerance = 1e-5 * double(k) + 1e-4 + 4e-3 * std::sqrt(double(k));
     for (size_t r = 0; r < (gateUp ? 1u : rows.size()); ++r) {
       const int64_t n = rows[r];
-      std::vector<float> result = download(buffers[firstResult + r], t * n);
+      std::vector<float> result(t * n);
+      if (spec.halfResult) { // f16, as the down projection reads it
+        std::vector<_Float16> halves(t * n);
+        ctx_->download(buffers[firstResult + r], 0, halves.data(), halves.size() * sizeof(_Float16));
+        std::copy(halves.begin(), halves.end(), result.begin());
+      } else {
+        result = download(buffers[firstResult + r], t * n);
+      }
       for (uint32_t row = 0; row < t; ++row)
         for (int64_t col = 0; col < n; ++col) {
           double expected = 0;
@@ -318,7 +325,7 @@ protected:
           } else {
             expected = product(r, row, col);
           }
-          double scale = gateUp ? 1.0 + std::abs(expected) * 0.01 : 1.0;
+          double scale = gateUp ? 1.0 + std::abs(expected) * (spec.halfResult ? 0.02 : 0.01) : 1.0;
           ASSERT_NEAR(result[row * n + col], expected, tolerance * scale)
               << "T=" << t << " part " << r << " N=" << n << " K=" << k << ": token " << row << ", output "
               << col;
@@ -337,6 +344,7 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
       spec.weight = variant & 2 ? plan::DType::BF16 : plan::DType::F16;
       spec.halfInput = variant == 3; // the norm in a launch before
       spec.norm = (variant & 1) && !spec.halfInput;
+      spec.halfResult = variant >= 2; // f16 gate/up products, as the down projection reads them
       spec.eps = 1e-5;
       spec.k = 200;
       spec.mode = MatMulMode::GateUp;
@@ -345,6 +353,7 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
       checkGrouped(spec, 70);
       if (HasFatalFailure()) return;
       spec.mode = MatMulMode::QKV;
+      spec.halfResult = false; // the gate/up matmul's only
       spec.n = 192, spec.nK = 40, spec.nV = 64;
       spec.biasA = spec.biasB = spec.biasC = variant & 1;
       checkGrouped(spec, 37);
@@ -362,6 +371,12 @@ TEST(MatMulKernelSpec, RefusesShapesItCannotTake) {
   EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
   spec.k = 64;
   spec.weight = plan::DType::F32;
+  EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
+  spec.weight = plan::DType::F16;
+  spec.halfResult = true; // f16 results are the gate/up matmul's
+  EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
+  spec.halfResult = false;
+  spec.halfInput = spec.norm = true; // f16 input rows are normalised already
   EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
 }
 
