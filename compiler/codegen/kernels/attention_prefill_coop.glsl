@@ -19,7 +19,8 @@
 #define KEY_SPLITS 1
 #endif
 // RESULT_HALF: the output in f16, two neighbouring dims a word, for a tensor-core matmul that reads its
-// input rows in f16 (its staging would round them anyway).
+// input rows in f16 (its staging would round them anyway). Plans do not use it: on the H200 (79f28f9) it
+// made this kernel 11-15% slower, more than the o projection gained from its f16 rows.
 #ifndef RESULT_HALF
 #define RESULT_HALF 0
 #endif
@@ -266,11 +267,18 @@ void main() {
     coopMatStoreNV(o[dd], sTile_[warp], 0u, FRAG, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
+#if RESULT_HALF
     [[unroll]] for (uint e = 2u * lane; e < FRAG * FRAG; e += 2u * SUBGROUP) {
       uint r = e / FRAG, t = t0 + warp * FRAG + r;
       if (t < step_.tokens)
         storePair((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG, vec2(sTile_[warp][e], sTile_[warp][e + 1u]));
     }
+#else
+    [[unroll]] for (uint e = lane; e < FRAG * FRAG; e += SUBGROUP) {
+      uint r = e / FRAG, t = t0 + warp * FRAG + r;
+      if (t < step_.tokens) store_result((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG, sTile_[warp][e]);
+    }
+#endif
     subgroupBarrier();
   }
 }
