@@ -44,12 +44,13 @@ KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   define("RESULT_HALF", spec.halfResult ? "1" : "0");
   k.templateFile = "attention_prefill_coop.glsl";
   k.workgroup = {32 * gd::kCoopAttentionWarps, 1, 1};
-  k.bindings = {{"q", Access::Read, plan::DType::F32, true},
-                {"k_cache", Access::Read, plan::DType::F32, true},
-                {"v_cache", Access::Read, plan::DType::F32, true},
-                {"result", Access::Write, spec.halfResult ? plan::DType::F16 : plan::DType::F32, false},
-                {"partial", Access::ReadWrite, plan::DType::F32, true, true},
-                {"counters", Access::TokenIdsWrite, plan::DType::I32}};
+  k.bindings = {
+      {"q", Access::Read, plan::DType::F32, true},
+      {"k_cache", Access::Read, plan::DType::F32, true},
+      {"v_cache", Access::Read, plan::DType::F32, true},
+      {"result", Access::Write, spec.halfResult ? plan::DType::F16 : plan::DType::F32, spec.halfResult},
+      {"partial", Access::ReadWrite, plan::DType::F32, true, true},
+      {"counters", Access::TokenIdsWrite, plan::DType::I32}};
   k.extensions = {"GL_NV_cooperative_matrix", "GL_EXT_shader_explicit_arithmetic_types_float16",
                   "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic",
                   "GL_KHR_shader_subgroup_shuffle"};

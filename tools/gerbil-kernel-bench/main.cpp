@@ -266,6 +266,9 @@ int main(int argc, char **argv) {
   prefillAttention->add_option("--seq", sequence, "KV cache positions");
   prefillAttention->add_option("--target", target, "generic (tiled f32) or nvidia (tensor cores)");
   int64_t keySplits = 0;
+  bool halfResult = false;
+  prefillAttention->add_flag("--half-result", halfResult,
+                             "Tensor cores: the result in f16, as for an o projection that reads f16 rows");
   prefillAttention
       ->add_option("--key-splits", keySplits,
                    "Workgroups a query tile's keys are split between (tensor cores; default: the catalog's)")
@@ -396,6 +399,7 @@ int main(int argc, char **argv) {
         throw CLI::ValidationError("--position", "the step's last query lies past --seq");
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
       spec.keySplits = keySplits;
+      spec.halfResult = halfResult;
       codegen::KernelSource source = codegen::attentionKernel(spec, coop);
       const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
       const size_t rows = static_cast<size_t>(tokens * heads * headDim);
@@ -422,6 +426,7 @@ int main(int argc, char **argv) {
                   {"position", firstPosition},
                   {"target", target},
                   {"key_splits", coop ? codegen::attentionGrid(spec, 1, true)[2] : 1u},
+                  {"half_result", halfResult},
                   {"ms", ms},
                   {"tflops", 4.0 * keys * double(headDim) * double(heads) / (ms * 1e9)}});
     } else {

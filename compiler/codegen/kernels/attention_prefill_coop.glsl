@@ -18,9 +18,10 @@
 #ifndef KEY_SPLITS
 #define KEY_SPLITS 1
 #endif
-// RESULT_HALF: the output in f16, two neighbouring dims a word, for a tensor-core matmul that reads its
-// input rows in f16 (its staging would round them anyway). Plans do not use it: on the H200 (79f28f9) it
-// made this kernel 11-15% slower, more than the o projection gained from its f16 rows.
+// RESULT_HALF: the output in f16 (8 dims a 16-byte word where whole fragments leave), for a tensor-core
+// matmul that reads its input rows in f16 (its staging would round them anyway). Plans do not use it: on
+// the H200 (79f28f9, 4-byte stores of two halves) it made this kernel 11-15% slower, more than the o
+// projection gained from its f16 rows; the 16-byte stores are untimed (gerbil-kernel-bench --half-result).
 #ifndef RESULT_HALF
 #define RESULT_HALF 0
 #endif
@@ -268,10 +269,14 @@ void main() {
     subgroupMemoryBarrierShared();
     subgroupBarrier();
 #if RESULT_HALF
-    [[unroll]] for (uint e = 2u * lane; e < FRAG * FRAG; e += 2u * SUBGROUP) {
-      uint r = e / FRAG, t = t0 + warp * FRAG + r;
-      if (t < step_.tokens)
-        storePair((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG, vec2(sTile_[warp][e], sTile_[warp][e + 1u]));
+    {  // one 16-byte word of 8 halves a lane: half a row of the fragment
+      uint e = 8u * lane, t = t0 + warp * FRAG + e / FRAG;
+      if (t < step_.tokens) {
+        uvec4 word;
+        [[unroll]] for (uint c = 0; c < 4u; ++c)
+          word[c] = packHalf2x16(vec2(sTile_[warp][e + 2u * c], sTile_[warp][e + 2u * c + 1u]));
+        result_v4[((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG) / 8u] = word;
+      }
     }
 #else
     [[unroll]] for (uint e = lane; e < FRAG * FRAG; e += SUBGROUP) {
