@@ -43,6 +43,9 @@ if [ -z "${SKIP_TRANSFORMERS:-}" ]; then
   configs=""
   for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do configs="$configs test/fixtures/configs/$model.json"; done
   timeout ${TRANSFORMERS_TIMEOUT:-400} python3 bench/transformers_baseline.py $configs > $R/transformers.json 2> $R/transformers.err
+else
+  # Without the baseline, the copy bandwidth alone (seconds), for the rooflines.
+  timeout 60 python3 bench/transformers_baseline.py --bandwidth-only > $R/transformers.json 2> $R/transformers.err
 fi
 # The dated section of BENCHMARKS.md, written into this copy of the repo and sent back with the results
 # (bench/collect.sh puts both in place on the build machine).

@@ -65,8 +65,9 @@ def copy_bandwidth():
 
 
 if __name__ == "__main__":
+    # --bandwidth-only: the copy bandwidth alone (the rooflines of a quick run without the baseline).
     results = {"copy_tb_per_s": copy_bandwidth(), "gpu": torch.cuda.get_device_name(0), "models": []}
-    for path in sys.argv[1:]:
+    for path in [a for a in sys.argv[1:] if a != "--bandwidth-only"]:
         results["models"].append(bench(path))
         torch.cuda.empty_cache()
     print(json.dumps(results))
