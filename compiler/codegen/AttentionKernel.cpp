@@ -94,14 +94,14 @@ KernelSource attentionKernel(const AttentionSpec &spec, bool coop) {
 
 std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens, bool coop) {
   namespace gd = mlir::gerbil;
-  const int64_t queryTile = coop ? 16 * gd::kCoopAttentionWarps : gd::kAttentionQueryTile;
+  const int64_t queryTile = coop ? gd::kCoopAttentionQueryTile : gd::kAttentionQueryTile;
   auto tiles = static_cast<uint32_t>((tokens + queryTile - 1) / queryTile);
   return {static_cast<uint32_t>(spec.heads), tiles, coop ? static_cast<uint32_t>(keySplits(spec)) : 1u};
 }
 
 AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxTokens) {
   namespace gd = mlir::gerbil;
-  const int64_t queryTile = 16 * gd::kCoopAttentionWarps;
+  const int64_t queryTile = gd::kCoopAttentionQueryTile;
   const auto tiles = static_cast<uint64_t>(spec.heads * ((maxTokens + queryTile - 1) / queryTile));
   const int64_t splits = keySplits(spec);
   if (splits == 1) return {16, 16}; // bound, never touched

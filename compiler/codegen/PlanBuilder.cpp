@@ -479,16 +479,16 @@ private:
           // Prefill: tiles of queries (attention_prefill.glsl); decode: split over the cached positions
           // (attention_decode.glsl).
           if (decode) return specifyDecodeAttention(k, a);
+          // Its output stays f32 (handsOverHalf: f16 made the attention slower than the o projection gained).
           const bool coop = family == "attention_coop";
-          AttentionSpec spec = attentionSpec(a);
-          spec.halfResult = coop && handsOverHalf(yieldedResult(dispatch, a.getResult()));
+          const AttentionSpec spec = attentionSpec(a);
           k.source = attentionKernel(spec, coop);
           requireFormedWorkgroup(k.source, wg, "dispatch '" + locationName(dispatch.getLoc()) + "'");
           k.origins = {operand(0), {BindingSource::CacheKeys, 0}, {BindingSource::CacheValues, 0}, result};
           k.cache = a.getCacheAttr();
           if (coop) {
             // The key splits' partial results and a counter per query tile.
-            AttentionScratch scratch = coopAttentionScratch(attentionSpec(a), maxTokens_);
+            AttentionScratch scratch = coopAttentionScratch(spec, maxTokens_);
             k.origins.push_back({BindingSource::ScratchPartials, 0});
             k.origins.push_back({BindingSource::ScratchCounters, 0});
             k.scratchPartialBytes = scratch.partialBytes;

@@ -181,7 +181,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
                                 tokens.ceilDiv(kAttentionQueryTile));
         if (profile.cooperativeMatrix && fitsCoopAttention(attn.getHeadDim()) && modelHasHalfWeights(attn)) {
           c = choice(ctx, "attention_coop", 32 * kCoopAttentionWarps, constant(attn.getNumHeads()),
-                     tokens.ceilDiv(16 * kCoopAttentionWarps));
+                     tokens.ceilDiv(kCoopAttentionQueryTile));
           c.grid = AffineMap::get(0, 1,
                                   {c.grid.getResult(0), c.grid.getResult(1),
                                    constant(coopAttentionKeySplits(attn.getNumHeads()))},

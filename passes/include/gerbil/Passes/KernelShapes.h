@@ -81,6 +81,7 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
 // steps for the last query tiles) took Qwen2.5-0.5B's prefill attention from 75 to 100 µs a layer.
 inline constexpr int64_t kCoopAttentionWarps = 4;
 inline constexpr int64_t kCoopAttentionKeyTile = 32;
+inline constexpr int64_t kCoopAttentionQueryTile = 16 * kCoopAttentionWarps; // 16 queries a subgroup
 // The keys a query tile sees can be split between up to kCoopAttentionMaxKeySplits workgroups (grid z),
 // each taking an equal run of whole key tiles; the last of them to finish combines their results. It pays
 // only where a step's query tiles leave multiprocessors idle (sweep z, H200, 512-token steps: Qwen2.5-0.5B's
@@ -92,7 +93,7 @@ inline constexpr int64_t coopAttentionKeySplits(int64_t heads) {
   return heads * 8 < 128 ? 4 : 1;
 }
 inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim) {
-  const int64_t rowBytes = (headDim / 8 + 1) * 16, queries = 16 * kCoopAttentionWarps;
+  const int64_t rowBytes = (headDim / 8 + 1) * 16, queries = kCoopAttentionQueryTile;
   return (queries + 2 * kCoopAttentionKeyTile) * rowBytes +
          kCoopAttentionWarps * 16 * kCoopAttentionKeyTile * 4 +
          kCoopAttentionWarps * 16 * (kCoopAttentionKeyTile / 8 + 1) * 16;
