@@ -290,17 +290,20 @@ private:
     return {};
   }
 
-  // Whether prefill hands the dispatch result `v` over as f16 rows (two values a word): its producer is a
-  // gate/up group on tensor cores and every reader is a plain projection on tensor cores that takes `v` as
-  // its input rows, without a norm prologue, so that it would round them to f16 as it stages them anyway.
-  // Half the bytes of the handover and of the readers' staging loads: on the H200 (79f28f9) the down
-  // projections took 7% less (Llama-3-8B 481 -> 446 µs a layer). The tensor-core attention can write f16
-  // too (AttentionSpec::halfResult), but it lost more (+11-15%) than the o projections gained (5-12%).
+  // Whether prefill hands the dispatch result `v` over as f16 rows (two values a word): its producer can
+  // write them (the tensor-core attention, a gate/up group on tensor cores) and every reader is a plain
+  // projection on tensor cores that takes `v` as its input rows, without a norm prologue, so that it would
+  // round them to f16 as it stages them anyway. Half the bytes of the handover and of the readers' staging
+  // loads: on the H200 the down projections took 7% less (79f28f9, Llama-3-8B 481 -> 446 µs a layer) and
+  // the o projections 7-8% (sweep ac, 4096² 158 -> 148 µs), while the attention writing 16-byte words of
+  // f16 was 0-3% faster than in f32 (its 4-byte stores of two halves had cost it 11-15% at 79f28f9).
   // Decode keeps f32: its kernels of the same dispatches write and read their own copy of the value.
   bool handsOverHalf(Value v) const {
     auto producer = v ? v.getDefiningOp<gd::DispatchOp>() : gd::DispatchOp();
     if (!producer || v.use_empty() || rowWidth(v) % 8 != 0) return false;
-    if (producer.getKernel() != std::string(gd::kGateUpKernel) + gd::kCoopSuffix) return false;
+    const llvm::StringRef family = producer.getKernel();
+    if (family != "attention_coop" && family != std::string(gd::kGateUpKernel) + gd::kCoopSuffix)
+      return false;
     for (OpOperand &use : v.getUses()) {
       auto reader = llvm::dyn_cast<gd::DispatchOp>(use.getOwner());
       if (!reader || !holdsOneOp(reader) || !reader.getKernel().ends_with(gd::kCoopSuffix)) return false;
@@ -479,9 +482,9 @@ private:
           // Prefill: tiles of queries (attention_prefill.glsl); decode: split over the cached positions
           // (attention_decode.glsl).
           if (decode) return specifyDecodeAttention(k, a);
-          // Its output stays f32 (handsOverHalf: f16 made the attention slower than the o projection gained).
           const bool coop = family == "attention_coop";
-          const AttentionSpec spec = attentionSpec(a);
+          AttentionSpec spec = attentionSpec(a);
+          spec.halfResult = coop && handsOverHalf(yieldedResult(dispatch, a.getResult()));
           k.source = attentionKernel(spec, coop);
           requireFormedWorkgroup(k.source, wg, "dispatch '" + locationName(dispatch.getLoc()) + "'");
           k.origins = {operand(0), {BindingSource::CacheKeys, 0}, {BindingSource::CacheValues, 0}, result};
