@@ -51,9 +51,9 @@ KernelSource coopAttentionKernel(const AttentionSpec &spec) {
       {"result", Access::Write, spec.halfResult ? plan::DType::F16 : plan::DType::F32, spec.halfResult},
       {"partial", Access::ReadWrite, plan::DType::F32, true, true},
       {"counters", Access::TokenIdsWrite, plan::DType::I32}};
-  k.extensions = {"GL_NV_cooperative_matrix", "GL_EXT_shader_explicit_arithmetic_types_float16",
-                  "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic",
-                  "GL_KHR_shader_subgroup_shuffle"};
+  k.extensions = {"GL_NV_cooperative_matrix",       "GL_EXT_shader_explicit_arithmetic_types_float16",
+                  "GL_KHR_memory_scope_semantics",  "GL_KHR_shader_subgroup_basic",
+                  "GL_KHR_shader_subgroup_shuffle", "GL_KHR_shader_subgroup_vote"};
   k.deviceExtensions = {"VK_NV_cooperative_matrix"};
   k.needsFloat16 = true;
   k.needsVulkanMemoryModel = true;

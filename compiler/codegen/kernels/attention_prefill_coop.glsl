@@ -1,22 +1,30 @@
 // Causal grouped-query attention for prefill on tensor cores (GL_NV_cooperative_matrix, f16 operands, f32
 // accumulators). Each workgroup of WARPS subgroups takes Q_TILE = 16 · WARPS queries of one head, each
 // subgroup 16 of them; keys and values are staged in shared memory KV_TILE at a time (rounded to f16).
-// GL_NV_cooperative_matrix says nothing of which fragment element is which row, so the output cannot be
-// rescaled row by row as an online softmax would: the softmax is taken in two passes over the keys instead.
-//   pass 1: S = Q·Kᵀ per tile (through shared memory, where the lanes read it by row): each row's max and sum
-//           of exponentials, rescaled as the max grows (two lanes a row);
-//   pass 2: S again, P = exp(S - max) / sum rounded to f16 in shared memory, and O += P·V on the tensor cores.
-// The extra Q·Kᵀ costs half the products again; no T×T matrix is ever stored. The output fragments leave
-// through shared memory so that rows past T are not written.
+// Per key tile: S = Q·Kᵀ on the tensor cores, through shared memory, where the lanes read it by row (two
+// lanes a row); P = exp(S - the row's max) rounded to f16 into shared memory; O += P·V on the tensor cores.
+// GL_NV_cooperative_matrix says nothing of which fragment element is which row, so O cannot be rescaled in
+// registers as the row maxima grow: a row's maximum is raised only when a tile passes it by RESCALE_SLACK,
+// and then the subgroup's O fragments make a round trip through shared memory. O is divided by the rows'
+// sums as it leaves (through shared memory, so that rows past T are not written). No T×T matrix is stored.
 // KEY_SPLITS > 1: the key tiles a query tile sees are cut into up to KEY_SPLITS equal runs, one a workgroup
-// (grid z; the workgroups past the runs a tile has return at once), each taking both passes over its run
-// only. Each split stores its output, normalised by its own sums, and its rows' maxima and sums to
-// `partial`; the last of a tile's splits to count itself in (an atomic counter a tile, which it returns to
-// 0) weighs them by sum · exp(max - the rows' max) and writes the result. A tile with one run writes its
-// result directly.
+// (grid z; the workgroups past the runs a tile has return at once), each taking its run only. Each split
+// stores its output and its rows' maxima and sums to `partial`; the last of a tile's splits to count itself
+// in (an atomic counter a tile, which it returns to 0) weighs them by exp(max - the rows' max) over the
+// weighted sums and writes the result. A tile with one run writes its result directly.
 // Grid (HEADS, ceil(T / Q_TILE), KEY_SPLITS). HEAD_DIM a multiple of 16.
 #ifndef KEY_SPLITS
 #define KEY_SPLITS 1
+#endif
+// TWO_PASS: the softmax in two passes over the keys (statistics, then the normalised probabilities times
+// the values) instead of one with a lazily raised maximum; kept to compare (gerbil-kernel-bench --define).
+#ifndef TWO_PASS
+#define TWO_PASS 0
+#endif
+// A row's maximum is raised when a tile's scores exceed it by more than this, so probabilities stay below
+// exp(8) ≈ 2981 (f16 holds up to 65504) and the output is rescaled for few tiles.
+#ifndef RESCALE_SLACK
+#define RESCALE_SLACK 8.0
 #endif
 // RESULT_HALF: the output in f16 (8 dims a 16-byte word where whole fragments leave), for a tensor-core
 // matmul that reads its input rows in f16 (its staging would round them anyway). 16-byte words, because
@@ -62,34 +70,44 @@ vec4 loadCache(uint kvHead, uint key, uint d4, bool values) {
   return values ? v_cache_v4[at] : k_cache_v4[at];
 }
 
-// Keys [key0, key0 + KV_TILE) of kv head `kvHead` (and their values) into the shared tiles; keys past
-// `lastKey` are zeros (never unmasked). Every load of the tile is issued before the first store, so that a
-// tile costs one memory latency, not one per 16-byte word an invocation stages.
+// Keys [key0, key0 + KV_TILE) of kv head `kvHead` (and their values) are staged in two halves: every load
+// of the tile into registers, issued together so that a tile costs one memory latency (and, in the one-pass
+// loop, before the previous tile's products, so that the latency hides behind them), then the stores into
+// the shared tiles. Keys past `lastKey` are zeros (never unmasked).
 const uint STAGE_WORDS = KV_TILE * HEAD_DIM / 8u;
 const uint STAGE_PER_INVOCATION = (STAGE_WORDS + WORKGROUP - 1u) / WORKGROUP;
+struct StagedKeys {
+  vec4 k[STAGE_PER_INVOCATION][2], v[STAGE_PER_INVOCATION][2];
+};
 uvec4 packWord(vec4 a, vec4 b) {
   return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
 }
-void stageKeys(uint kvHead, uint key0, uint lastKey, bool withValues) {
-  vec4 k[STAGE_PER_INVOCATION][2], v[STAGE_PER_INVOCATION][2];
+void loadKeys(uint kvHead, uint key0, uint lastKey, bool withValues, out StagedKeys st) {
   [[unroll]] for (uint i = 0; i < STAGE_PER_INVOCATION; ++i) {
     uint w = gl_LocalInvocationIndex + i * WORKGROUP;
     uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u), key = key0 + r;
     bool live = w < STAGE_WORDS && key <= lastKey;
-    k[i][0] = live ? loadCache(kvHead, key, 2u * c, false) : vec4(0.0);
-    k[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, false) : vec4(0.0);
+    st.k[i][0] = live ? loadCache(kvHead, key, 2u * c, false) : vec4(0.0);
+    st.k[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, false) : vec4(0.0);
     if (withValues) {
-      v[i][0] = live ? loadCache(kvHead, key, 2u * c, true) : vec4(0.0);
-      v[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, true) : vec4(0.0);
+      st.v[i][0] = live ? loadCache(kvHead, key, 2u * c, true) : vec4(0.0);
+      st.v[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, true) : vec4(0.0);
     }
   }
+}
+void storeKeys(bool withValues, StagedKeys st) {
   [[unroll]] for (uint i = 0; i < STAGE_PER_INVOCATION; ++i) {
     uint w = gl_LocalInvocationIndex + i * WORKGROUP;
     if (w >= STAGE_WORDS) break;
     uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u);
-    kTile_[r * ROW_WORDS + c] = packWord(k[i][0], k[i][1]);
-    if (withValues) vTile_[r * ROW_WORDS + c] = packWord(v[i][0], v[i][1]);
+    kTile_[r * ROW_WORDS + c] = packWord(st.k[i][0], st.k[i][1]);
+    if (withValues) vTile_[r * ROW_WORDS + c] = packWord(st.v[i][0], st.v[i][1]);
   }
+}
+void stageKeys(uint kvHead, uint key0, uint lastKey, bool withValues) {
+  StagedKeys st;
+  loadKeys(kvHead, key0, lastKey, withValues, st);
+  storeKeys(withValues, st);
 }
 
 // This subgroup's scores against the staged keys, into sTile_[warp] (row = query, column = key).
@@ -108,9 +126,10 @@ void scoreTile(uint warp, FragA q[D_FRAGS]) {
 }
 
 #if KEY_SPLITS > 1
-// Publishes this split's share (output fragments normalised by its own sums, each row's max and sum) and
-// counts it in; the tile's last split adds the shares, each row's weighted by sum · exp(max - the rows'
-// max) over the total, in split order (the result does not depend on which finished last).
+// Publishes this split's share (output fragments, each row's max and sum) and counts it in; the tile's last
+// split adds the shares, each row's weighted by exp(max - the rows' max) over the total of the splits' sums
+// so weighted, in split order (the result does not depend on which finished last). With TWO_PASS a split's
+// output was normalised by its own sum, which its weight then carries.
 // A split's block of `partial`: Q_TILE rows of HEAD_DIM outputs, then Q_TILE maxima, then Q_TILE sums.
 const uint SPLIT_BLOCK = Q_TILE * (HEAD_DIM + 2u);
 void combineSplits(FragC o[D_FRAGS], uint head, uint split, uint runs, uint warp, uint row, uint half_,
@@ -141,8 +160,15 @@ void combineSplits(FragC o[D_FRAGS], uint head, uint split, uint runs, uint warp
       sums[s] = s < runs ? partial_[first + s * SPLIT_BLOCK + Q_TILE] : 0.0;
       top = max(top, maxima[s]);
     }
-    [[unroll]] for (uint s = 0; s < KEY_SPLITS; ++s) total += (sums[s] *= exp(maxima[s] - top));
-    [[unroll]] for (uint s = 0; s < KEY_SPLITS; ++s) sTile_[0][r * KEY_SPLITS + s] = total > 0.0 ? sums[s] / total : 0.0;
+    float weights[KEY_SPLITS];
+    [[unroll]] for (uint s = 0; s < KEY_SPLITS; ++s) {
+      weights[s] = exp(maxima[s] - top);
+      total += sums[s] * weights[s];
+#if TWO_PASS
+      weights[s] *= sums[s];  // the split's output was normalised by its own sum
+#endif
+    }
+    [[unroll]] for (uint s = 0; s < KEY_SPLITS; ++s) sTile_[0][r * KEY_SPLITS + s] = total > 0.0 ? weights[s] / total : 0.0;
   }
   barrier();
   for (uint e = gl_LocalInvocationIndex; e < Q_TILE * HEAD_DIM / 4u; e += WORKGROUP) {
@@ -153,6 +179,46 @@ void combineSplits(FragC o[D_FRAGS], uint head, uint split, uint runs, uint warp
       sum += sTile_[0][r * KEY_SPLITS + s] * partial_v4[((tile * KEY_SPLITS + s) * SPLIT_BLOCK) / 4u + e];
     storePair((t * HEADS + head) * HEAD_DIM + d, sum.xy);
     storePair((t * HEADS + head) * HEAD_DIM + d + 2u, sum.zw);
+  }
+}
+#endif
+
+const uint HALF = KV_TILE / 2u;  // the score columns of each of a row's two lanes
+
+// O += P·V over the staged values: this lane's probabilities `p` (row `row`, columns half_ · HALF..) are
+// rounded to f16 into the subgroup's probability tile, the A operand.
+void accumulateValues(uint warp, uint row, uint half_, float p[HALF], inout FragC o[D_FRAGS]) {
+  [[unroll]] for (uint c = 0; c < HALF; c += 8u)
+    pTile_[warp][row * P_WORDS + (half_ * HALF + c) / 8u] =
+        uvec4(packHalf2x16(vec2(p[c], p[c + 1u])), packHalf2x16(vec2(p[c + 2u], p[c + 3u])),
+              packHalf2x16(vec2(p[c + 4u], p[c + 5u])), packHalf2x16(vec2(p[c + 6u], p[c + 7u])));
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  [[unroll]] for (uint a = 0; a < K_FRAGS; ++a) {
+    FragA pa;
+    coopMatLoadNV(pa, pTile_[warp], a * 2u, P_WORDS, false);
+    [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) {
+      FragB v;
+      coopMatLoadNV(v, vTile_, a * FRAG * ROW_WORDS + dd * 2u, ROW_WORDS, false);
+      o[dd] = coopMatMulAddNV(pa, v, o[dd]);
+    }
+  }
+}
+
+#if !TWO_PASS
+// Row `row` of the subgroup's output times `factor` (each of its two lanes passes the row's): the fragments
+// go through the subgroup's score tile, whose rows the lanes can address.
+void scaleRows(uint warp, uint row, uint half_, float factor, inout FragC o[D_FRAGS]) {
+  [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) {
+    coopMatStoreNV(o[dd], sTile_[warp], 0u, FRAG, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint c = 0; c < FRAG / 2u; ++c) sTile_[warp][row * FRAG + half_ * (FRAG / 2u) + c] *= factor;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    coopMatLoadNV(o[dd], sTile_[warp], 0u, FRAG, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
   }
 }
 #endif
@@ -198,11 +264,13 @@ void main() {
     coopMatLoadNV(q[dd], qTile_, warp * FRAG * ROW_WORDS + dd * 2u, ROW_WORDS, false);
 
   // Two lanes a row: row `row` of the subgroup's 16, columns [half · KV_TILE / 2, (half + 1) · KV_TILE / 2).
-  const uint HALF = KV_TILE / 2u;
   uint row = lane / 2u, half_ = lane % 2u;
   uint position = state_.position + t0 + warp * FRAG + row;
   float rowMax = NO_SCORE, rowSum = 0.0;
+  FragC o[D_FRAGS];
+  [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) o[dd] = FragC(0.0);
 
+#if TWO_PASS
   // Pass 1: the softmax statistics of every row.
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {
     stageKeys(kvHead, k0, lastPosition, false);
@@ -227,8 +295,6 @@ void main() {
   float inverseSum = rowSum > 0.0 ? 1.0 / rowSum : 0.0;
 
   // Pass 2: the normalised probabilities times the values.
-  FragC o[D_FRAGS];
-  [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) o[dd] = FragC(0.0);
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {
     stageKeys(kvHead, k0, lastPosition, true);
     barrier();
@@ -238,23 +304,56 @@ void main() {
       uint key = k0 + half_ * HALF + c;
       p[c] = sees(position, key) ? exp(sTile_[warp][row * KV_TILE + half_ * HALF + c] - rowMax) * inverseSum : 0.0;
     }
-    [[unroll]] for (uint c = 0; c < HALF; c += 8u)
-      pTile_[warp][row * P_WORDS + (half_ * HALF + c) / 8u] =
-          uvec4(packHalf2x16(vec2(p[c], p[c + 1u])), packHalf2x16(vec2(p[c + 2u], p[c + 3u])),
-                packHalf2x16(vec2(p[c + 4u], p[c + 5u])), packHalf2x16(vec2(p[c + 6u], p[c + 7u])));
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    [[unroll]] for (uint a = 0; a < K_FRAGS; ++a) {
-      FragA pa;
-      coopMatLoadNV(pa, pTile_[warp], a * 2u, P_WORDS, false);
-      [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) {
-        FragB v;
-        coopMatLoadNV(v, vTile_, a * FRAG * ROW_WORDS + dd * 2u, ROW_WORDS, false);
-        o[dd] = coopMatMulAddNV(pa, v, o[dd]);
-      }
-    }
+    accumulateValues(warp, row, half_, p, o);
     barrier();  // the keys and values are restaged next
   }
+  const float outputScale = 1.0;  // the probabilities were normalised
+#else
+  // One pass: each row's probabilities are exp(score - rowMax) against a maximum that is raised only when a
+  // tile's scores pass it by more than RESCALE_SLACK (then the row's output and sum are scaled down, through
+  // shared memory), so that they stay below exp(RESCALE_SLACK), well inside f16, and the output rarely
+  // makes the round trip. The output is divided by the row's sum at the end. The next tile's keys and
+  // values are loaded while this one's products run.
+  StagedKeys staged;
+  loadKeys(kvHead, keyBegin, lastPosition, true, staged);
+  storeKeys(true, staged);
+  barrier();
+  for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {
+    bool more = k0 + KV_TILE < keyEnd;
+    if (more) loadKeys(kvHead, k0 + KV_TILE, lastPosition, true, staged);
+    scoreTile(warp, q);
+    float p[HALF];
+    float tileMax = NO_SCORE;
+    [[unroll]] for (uint c = 0; c < HALF; ++c) {
+      uint key = k0 + half_ * HALF + c;
+      p[c] = sees(position, key) ? sTile_[warp][row * KV_TILE + half_ * HALF + c] : NO_SCORE;
+      tileMax = max(tileMax, p[c]);
+    }
+    tileMax = max(tileMax, subgroupShuffleXor(tileMax, 1u));
+    subgroupBarrier();  // every lane has read its scores: the score tile is free for the round trip
+    float shrink = 1.0;
+    bool shrinks = false;  // a row with some output to scale (one that saw no key yet has none)
+    if (tileMax > rowMax + RESCALE_SLACK) {
+      shrinks = rowMax != NO_SCORE;
+      shrink = exp(rowMax - tileMax);
+      rowMax = tileMax;
+      rowSum *= shrink;
+    }
+    if (subgroupAny(shrinks)) scaleRows(warp, row, half_, shrink, o);
+    [[unroll]] for (uint c = 0; c < HALF; ++c) {
+      p[c] = p[c] == NO_SCORE ? 0.0 : exp(p[c] - rowMax);
+      rowSum += p[c];
+    }
+    accumulateValues(warp, row, half_, p, o);
+    barrier();  // every subgroup is done with the keys and values
+    if (more) {
+      storeKeys(true, staged);
+      barrier();
+    }
+  }
+  rowSum += subgroupShuffleXor(rowSum, 1u);  // the two lanes of a row summed their own columns
+  const float outputScale = rowSum > 0.0 ? 1.0 / rowSum : 0.0;
+#endif
 
 #if KEY_SPLITS > 1
   if (runs > 1u) {
@@ -274,14 +373,15 @@ void main() {
       if (t < step_.tokens) {
         uvec4 word;
         [[unroll]] for (uint c = 0; c < 4u; ++c)
-          word[c] = packHalf2x16(vec2(sTile_[warp][e + 2u * c], sTile_[warp][e + 2u * c + 1u]));
+          word[c] = packHalf2x16(vec2(sTile_[warp][e + 2u * c], sTile_[warp][e + 2u * c + 1u]) * outputScale);
         result_v4[((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG) / 8u] = word;
       }
     }
 #else
     [[unroll]] for (uint e = lane; e < FRAG * FRAG; e += SUBGROUP) {
       uint r = e / FRAG, t = t0 + warp * FRAG + r;
-      if (t < step_.tokens) store_result((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG, sTile_[warp][e]);
+      float scale = subgroupShuffle(outputScale, 2u * r);  // row r's lanes are 2r and 2r + 1
+      if (t < step_.tokens) store_result((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG, sTile_[warp][e] * scale);
     }
 #endif
     subgroupBarrier();

@@ -6,6 +6,8 @@
 #include "gerbil/Passes/KernelShapes.h"
 #include "test/unit/kernels/KernelTestBase.h"
 
+#include <cmath>
+
 using namespace gerbil;
 using namespace gerbil::kerneltest;
 
@@ -38,6 +40,14 @@ void referenceAttention(const codegen::AttentionSpec &spec, const float *query,
 struct AttentionCase {
   codegen::AttentionSpec spec;
   uint32_t tokens, start; // queries, and the position of the first
+  // The cached key at position p is scaled by 1 + keyGrowth · p, so that later keys score higher.
+  float keyGrowth = 0;
+  // Where not 0, the keys from this position on are scaled by 256, and every input is a multiple of 1/8 so
+  // that f16 holds it and the scores are exact: the first of those keys outscore the earlier ones by far
+  // more than exp() can span.
+  uint32_t loudKeysFrom = 0;
+  // The tensor-core kernel's RESCALE_SLACK where not null (a smaller one rescales more often).
+  const char *rescaleSlack = nullptr;
 };
 
 class AttentionKernelTest : public KernelTestBase {
@@ -54,6 +64,15 @@ protected:
     for (float &v : q) v = uniform(rng);
     for (float &v : keys) v = uniform(rng);
     for (float &v : values) v = uniform(rng);
+    for (int64_t at = 0; at < kvHeads * seq; ++at)
+      for (int64_t d = 0; d < dim; ++d) keys[at * dim + d] *= 1 + c.keyGrowth * static_cast<float>(at % seq);
+    if (c.loudKeysFrom) {
+      for (std::vector<float> *inputs : {&q, &keys, &values})
+        for (float &v : *inputs) v = std::round(v * 8) / 8;
+      for (int64_t at = 0; at < kvHeads * seq; ++at)
+        if (at % seq >= c.loudKeysFrom)
+          for (int64_t d = 0; d < dim; ++d) keys[at * dim + d] *= 256;
+    }
 
     std::vector<double> expected(q.size());
     for (uint32_t i = 0; i < t; ++i)
@@ -62,6 +81,7 @@ protected:
                            &expected[(i * heads + h) * dim]);
 
     codegen::KernelSource source = codegen::attentionKernel(spec, coop);
+    if (c.rescaleSlack) source.defines.emplace_back("RESCALE_SLACK", c.rescaleSlack);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "attention test kernel");
     if (coop && !hasCooperativeMatrix()) {
       EXPECT_LE(source.sharedMemoryBytes, 48u * 1024);
@@ -260,6 +280,25 @@ TEST_F(AttentionKernelTest, PrefillKeySplitsMatchTheReference) {
     for (AttentionCase c : cases) {
       c.spec.keySplits = splits;
       c.spec.halfResult = splits % 2 == 0; // f16 results, as for a tensor-core o projection
+      check(c, true);
+      ASSERT_FALSE(HasFatalFailure());
+    }
+}
+
+TEST_F(AttentionKernelTest, PrefillRescalesAsScoresGrow) {
+  // Keys that score higher the later they are: rows' maxima grow past the kernel's slack after a few key
+  // tiles (with a slack of 1, every tile or two), so the outputs are rescaled mid-way; and keys that outscore
+  // all before them by so much that the factor underflows to 0 (from position 300, mid-tile, with a scale
+  // that f16 holds exactly).
+  const AttentionCase cases[] = {
+      {{4, 2, 64, 400, 0.125, 0}, 300, 0, 0.01f, 0, "1.0"},
+      {{2, 1, 128, 400, 0.0625, 0}, 100, 200, 0.01f, 0, "1.0"},
+      {{4, 2, 64, 400, 0.125, 0}, 300, 0, 0.02f},
+      {{4, 2, 64, 400, 0.125, 0}, 64, 280, 0, 300},
+  };
+  for (int64_t splits : {1, 3})
+    for (AttentionCase c : cases) {
+      c.spec.keySplits = splits;
       check(c, true);
       ASSERT_FALSE(HasFatalFailure());
     }
