@@ -16,11 +16,6 @@
 #ifndef KEY_SPLITS
 #define KEY_SPLITS 1
 #endif
-// TWO_PASS: the softmax in two passes over the keys (statistics, then the normalised probabilities times
-// the values) instead of one with a lazily raised maximum; kept to compare (gerbil-kernel-bench --define).
-#ifndef TWO_PASS
-#define TWO_PASS 0
-#endif
 // A row's maximum is raised when a tile's scores exceed it by more than this, so probabilities stay below
 // exp(8) ≈ 2981 (f16 holds up to 65504) and the output is rescaled for few tiles.
 #ifndef RESCALE_SLACK
@@ -70,10 +65,9 @@ vec4 loadCache(uint kvHead, uint key, uint d4, bool values) {
   return values ? v_cache_v4[at] : k_cache_v4[at];
 }
 
-// Keys [key0, key0 + KV_TILE) of kv head `kvHead` (and their values) are staged in two halves: every load
-// of the tile into registers, issued together so that a tile costs one memory latency (and, in the one-pass
-// loop, before the previous tile's products, so that the latency hides behind them), then the stores into
-// the shared tiles. Keys past `lastKey` are zeros (never unmasked).
+// Keys [key0, key0 + KV_TILE) of kv head `kvHead` and their values are staged in two halves: every load of
+// the tile into registers, issued together (and before the previous tile's products, so that the latency
+// hides behind them), then the stores into the shared tiles. Keys past `lastKey` are zeros (never unmasked).
 const uint STAGE_WORDS = KV_TILE * HEAD_DIM / 8u;
 const uint STAGE_PER_INVOCATION = (STAGE_WORDS + WORKGROUP - 1u) / WORKGROUP;
 struct StagedKeys {
@@ -82,34 +76,26 @@ struct StagedKeys {
 uvec4 packWord(vec4 a, vec4 b) {
   return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
 }
-void loadKeys(uint kvHead, uint key0, uint lastKey, bool withValues, out StagedKeys st) {
+void loadKeys(uint kvHead, uint key0, uint lastKey, out StagedKeys st) {
   [[unroll]] for (uint i = 0; i < STAGE_PER_INVOCATION; ++i) {
     uint w = gl_LocalInvocationIndex + i * WORKGROUP;
     uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u), key = key0 + r;
     bool live = w < STAGE_WORDS && key <= lastKey;
     st.k[i][0] = live ? loadCache(kvHead, key, 2u * c, false) : vec4(0.0);
     st.k[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, false) : vec4(0.0);
-    if (withValues) {
-      st.v[i][0] = live ? loadCache(kvHead, key, 2u * c, true) : vec4(0.0);
-      st.v[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, true) : vec4(0.0);
-    }
+    st.v[i][0] = live ? loadCache(kvHead, key, 2u * c, true) : vec4(0.0);
+    st.v[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, true) : vec4(0.0);
   }
 }
-void storeKeys(bool withValues, StagedKeys st) {
+void storeKeys(StagedKeys st) {
   [[unroll]] for (uint i = 0; i < STAGE_PER_INVOCATION; ++i) {
     uint w = gl_LocalInvocationIndex + i * WORKGROUP;
     if (w >= STAGE_WORDS) break;
     uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u);
     kTile_[r * ROW_WORDS + c] = packWord(st.k[i][0], st.k[i][1]);
-    if (withValues) vTile_[r * ROW_WORDS + c] = packWord(st.v[i][0], st.v[i][1]);
+    vTile_[r * ROW_WORDS + c] = packWord(st.v[i][0], st.v[i][1]);
   }
 }
-void stageKeys(uint kvHead, uint key0, uint lastKey, bool withValues) {
-  StagedKeys st;
-  loadKeys(kvHead, key0, lastKey, withValues, st);
-  storeKeys(withValues, st);
-}
-
 // This subgroup's scores against the staged keys, into sTile_[warp] (row = query, column = key).
 void scoreTile(uint warp, FragA q[D_FRAGS]) {
   [[unroll]] for (uint a = 0; a < K_FRAGS; ++a) {
@@ -128,8 +114,7 @@ void scoreTile(uint warp, FragA q[D_FRAGS]) {
 #if KEY_SPLITS > 1
 // Publishes this split's share (output fragments, each row's max and sum) and counts it in; the tile's last
 // split adds the shares, each row's weighted by exp(max - the rows' max) over the total of the splits' sums
-// so weighted, in split order (the result does not depend on which finished last). With TWO_PASS a split's
-// output was normalised by its own sum, which its weight then carries.
+// so weighted, in split order (the result does not depend on which finished last).
 // A split's block of `partial`: Q_TILE rows of HEAD_DIM outputs, then Q_TILE maxima, then Q_TILE sums.
 const uint SPLIT_BLOCK = Q_TILE * (HEAD_DIM + 2u);
 void combineSplits(FragC o[D_FRAGS], uint head, uint split, uint runs, uint warp, uint row, uint half_,
@@ -164,9 +149,6 @@ void combineSplits(FragC o[D_FRAGS], uint head, uint split, uint runs, uint warp
     [[unroll]] for (uint s = 0; s < KEY_SPLITS; ++s) {
       weights[s] = exp(maxima[s] - top);
       total += sums[s] * weights[s];
-#if TWO_PASS
-      weights[s] *= sums[s];  // the split's output was normalised by its own sum
-#endif
     }
     [[unroll]] for (uint s = 0; s < KEY_SPLITS; ++s) sTile_[0][r * KEY_SPLITS + s] = total > 0.0 ? weights[s] / total : 0.0;
   }
@@ -205,7 +187,6 @@ void accumulateValues(uint warp, uint row, uint half_, float p[HALF], inout Frag
   }
 }
 
-#if !TWO_PASS
 // Row `row` of the subgroup's output times `factor` (each of its two lanes passes the row's): the fragments
 // go through the subgroup's score tile, whose rows the lanes can address.
 void scaleRows(uint warp, uint row, uint half_, float factor, inout FragC o[D_FRAGS]) {
@@ -221,7 +202,6 @@ void scaleRows(uint warp, uint row, uint half_, float factor, inout FragC o[D_FR
     subgroupBarrier();
   }
 }
-#endif
 
 // Whether query position `position` sees key `key` (causal, and the sliding window).
 bool sees(uint position, uint key) {
@@ -270,57 +250,18 @@ void main() {
   FragC o[D_FRAGS];
   [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) o[dd] = FragC(0.0);
 
-#if TWO_PASS
-  // Pass 1: the softmax statistics of every row.
-  for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {
-    stageKeys(kvHead, k0, lastPosition, false);
-    barrier();
-    scoreTile(warp, q);
-    float tileMax = NO_SCORE;
-    [[unroll]] for (uint c = 0; c < HALF; ++c) {
-      uint key = k0 + half_ * HALF + c;
-      if (sees(position, key)) tileMax = max(tileMax, sTile_[warp][row * KV_TILE + half_ * HALF + c]);
-    }
-    tileMax = max(tileMax, subgroupShuffleXor(tileMax, 1u));
-    float newMax = max(rowMax, tileMax), sum = 0.0;
-    [[unroll]] for (uint c = 0; c < HALF; ++c) {
-      uint key = k0 + half_ * HALF + c;
-      if (sees(position, key)) sum += exp(sTile_[warp][row * KV_TILE + half_ * HALF + c] - newMax);
-    }
-    sum += subgroupShuffleXor(sum, 1u);
-    rowSum = rowSum * exp(rowMax - newMax) + sum;
-    rowMax = newMax;
-    barrier();  // the keys are restaged next
-  }
-  float inverseSum = rowSum > 0.0 ? 1.0 / rowSum : 0.0;
-
-  // Pass 2: the normalised probabilities times the values.
-  for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {
-    stageKeys(kvHead, k0, lastPosition, true);
-    barrier();
-    scoreTile(warp, q);
-    float p[HALF];
-    [[unroll]] for (uint c = 0; c < HALF; ++c) {
-      uint key = k0 + half_ * HALF + c;
-      p[c] = sees(position, key) ? exp(sTile_[warp][row * KV_TILE + half_ * HALF + c] - rowMax) * inverseSum : 0.0;
-    }
-    accumulateValues(warp, row, half_, p, o);
-    barrier();  // the keys and values are restaged next
-  }
-  const float outputScale = 1.0;  // the probabilities were normalised
-#else
-  // One pass: each row's probabilities are exp(score - rowMax) against a maximum that is raised only when a
-  // tile's scores pass it by more than RESCALE_SLACK (then the row's output and sum are scaled down, through
-  // shared memory), so that they stay below exp(RESCALE_SLACK), well inside f16, and the output rarely
-  // makes the round trip. The output is divided by the row's sum at the end. The next tile's keys and
-  // values are loaded while this one's products run.
+  // Each row's probabilities are exp(score - rowMax) against a maximum that is raised only when a tile's
+  // scores pass it by more than RESCALE_SLACK (then the row's output and sum are scaled down, through shared
+  // memory), so that they stay below exp(RESCALE_SLACK), well inside f16, and the output rarely makes the
+  // round trip (one pass over the keys: two passes, statistics first, took twice as long on the H200, sweep
+  // ad). The output is divided by the row's sum at the end.
   StagedKeys staged;
-  loadKeys(kvHead, keyBegin, lastPosition, true, staged);
-  storeKeys(true, staged);
+  loadKeys(kvHead, keyBegin, lastPosition, staged);
+  storeKeys(staged);
   barrier();
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {
     bool more = k0 + KV_TILE < keyEnd;
-    if (more) loadKeys(kvHead, k0 + KV_TILE, lastPosition, true, staged);
+    if (more) loadKeys(kvHead, k0 + KV_TILE, lastPosition, staged);
     scoreTile(warp, q);
     float p[HALF];
     float tileMax = NO_SCORE;
@@ -347,13 +288,12 @@ void main() {
     accumulateValues(warp, row, half_, p, o);
     barrier();  // every subgroup is done with the keys and values
     if (more) {
-      storeKeys(true, staged);
+      storeKeys(staged);
       barrier();
     }
   }
   rowSum += subgroupShuffleXor(rowSum, 1u);  // the two lanes of a row summed their own columns
   const float outputScale = rowSum > 0.0 ? 1.0 / rowSum : 0.0;
-#endif
 
 #if KEY_SPLITS > 1
   if (runs > 1u) {

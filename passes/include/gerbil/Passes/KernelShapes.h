@@ -87,7 +87,7 @@ inline constexpr int64_t kCoopAttentionQueryTile = 16 * kCoopAttentionWarps; // 
 // only where a step's query tiles leave multiprocessors idle (sweep z, H200, 512-token steps: Qwen2.5-0.5B's
 // 14 heads, 112 workgroups unsplit, 73 -> 60 µs with 4 splits; the 256 of Llama-3.2-1B and Llama-3-8B's 32
 // heads lost 5-15% with 4), so heads whose 512-token step (8 query tiles) fills fewer than 128 workgroups
-// take 4 splits, others 1.
+// take 4 splits, others 1. Sweep ad, the one-pass kernel: the same (32 heads 17-30% slower with 2 splits).
 inline constexpr int64_t kCoopAttentionMaxKeySplits = 8; // the combine's weights fit one score tile
 inline constexpr int64_t coopAttentionKeySplits(int64_t heads) {
   return heads * 8 < 128 ? 4 : 1;
