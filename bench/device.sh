@@ -35,6 +35,16 @@ for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
   $D/bin/gerbil-random-weights $D/plans/$model.plan -o /tmp/weights/$model --dtype f16 > $R/$model.weights.txt 2>&1
   timeout 300 $D/bin/gerbil-bench $D/plans/$model.plan --weights /tmp/weights/$model --profile --json \
     > $R/$model.gerbil.json 2> $R/$model.gerbil.err
+  # BENCH_VARIANTS="ARGS;ARGS...": more gerbil-bench runs with these arguments (runtime options to compare),
+  # to $model.variant-N.txt (the arguments, then the JSON).
+  n=0
+  IFS=';' read -ra variants <<< "${BENCH_VARIANTS:-}"
+  for args in "${variants[@]}"; do
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    { echo "# $args"; timeout 120 $D/bin/gerbil-bench $D/plans/$model.plan --weights /tmp/weights/$model --json $args; } \
+      > $R/$model.variant-$n.txt 2>&1
+  done
   rm -rf /tmp/weights/$model
   # What is measured so far comes back even if a later model or the baseline runs out of time.
   tar czf "$OUT/results.tgz" -C $R .

@@ -765,7 +765,8 @@ private:
     gd::RoPEOp q = g.ropeQ, k = g.ropeK;
     gd::KVAppendOp append = g.append;
     KernelInstance kernel;
-    kernel.source = ropeAppendKernel(rotarySpec(q), q.getNumHeads(), k.getNumHeads(), options_.maxSequence);
+    const RotarySpec rotary = rotarySpec(q);
+    kernel.source = ropeAppendKernel(rotary, q.getNumHeads(), k.getNumHeads(), options_.maxSequence);
     kernel.origins = {{BindingSource::ValueOf, 0, q.getInput()},
                       {BindingSource::ValueOf, 0, k.getInput()},
                       {BindingSource::ValueOf, 0, append.getValues()},
@@ -773,8 +774,8 @@ private:
                       {BindingSource::CacheKeys, 0},
                       {BindingSource::CacheValues, 0}};
     kernel.cache = append.getCacheAttr();
-    AffineMap grid = perTokenGrid(dispatch.getContext(),
-                                  ropeAppendColumns(q.getNumHeads(), k.getNumHeads(), q.getHeadDim()));
+    AffineMap grid =
+        perTokenGrid(dispatch.getContext(), ropeAppendColumns(rotary, q.getNumHeads(), k.getNumHeads()));
     return finish(dispatch, kernel, grid, "rope_append", locationName(append.getLoc()), nullptr);
   }
 

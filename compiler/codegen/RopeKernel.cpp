@@ -35,10 +35,13 @@ KernelSource ropeAppendKernel(const RotarySpec &rotary, int64_t qHeads, int64_t 
   return k;
 }
 
-uint32_t ropeAppendColumns(int64_t qHeads, int64_t kvHeads, int64_t headDim) {
-  const int64_t row = (qHeads + 2 * kvHeads) * headDim,
+uint32_t ropeAppendColumns(const RotarySpec &rotary, int64_t qHeads, int64_t kvHeads) {
+  // A query or key head is headDim - rotaryDim / 2 units (a rotating pair of dims is one), a value head
+  // headDim (rope_append.glsl).
+  const int64_t units =
+                    (qHeads + kvHeads) * (rotary.headDim - rotary.rotaryDim / 2) + kvHeads * rotary.headDim,
                 perGroup = mlir::gerbil::kRowWorkgroup * mlir::gerbil::kRowLoads;
-  return static_cast<uint32_t>((row + perGroup - 1) / perGroup);
+  return static_cast<uint32_t>((units + perGroup - 1) / perGroup);
 }
 
 } // namespace gerbil::codegen

@@ -19,9 +19,9 @@ struct RotarySpec {
 void defineRotary(KernelSource &k, const RotarySpec &rotary);
 
 // Bindings: q, k, v, result (the rotated queries), k_cache, v_cache (one layer's, [kv head][seq][head dim]),
-// then the state buffer. Grid: ropeAppendGrid.
+// then the state buffer. Grid (T, ropeAppendColumns, 1).
 KernelSource ropeAppendKernel(const RotarySpec &rotary, int64_t qHeads, int64_t kvHeads, int64_t sequence);
 // Workgroups per token (grid y; grid x is the step's tokens).
-uint32_t ropeAppendColumns(int64_t qHeads, int64_t kvHeads, int64_t headDim);
+uint32_t ropeAppendColumns(const RotarySpec &rotary, int64_t qHeads, int64_t kvHeads);
 
 } // namespace gerbil::codegen

@@ -1,5 +1,7 @@
 #include "runtime/exec/Executor.h"
 
+#include <chrono>
+
 #include <cstring>
 #include <string>
 
@@ -135,8 +137,8 @@ void Executor::writeState(uint32_t position) {
   writeHost(state_, header, sizeof header);
 }
 
-void Executor::recordSchedule(VkCommandBuffer cmd, const std::vector<PreparedDispatch> &schedule,
-                              uint32_t count, bool timestamps, bool lastRowLogits) {
+void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDispatch> &schedule,
+                              uint32_t count, bool timestamps, bool lastRowLogits, uint32_t submitEvery) {
   for (size_t i = 0; i < schedule.size(); ++i) {
     // The logits of row count - 1 alone: the decode schedule's one-row dispatch of the same bindings.
     const bool oneRow = lastRowLogits && static_cast<int64_t>(i) == plan_.lastRowLogits.prefill;
@@ -148,6 +150,10 @@ void Executor::recordSchedule(VkCommandBuffer cmd, const std::vector<PreparedDis
                       d.grid[1].evaluate(tokens), d.grid[2].evaluate(tokens));
     context_.computeBarrier(cmd);
     if (timestamps) context_.writeTimestamp(cmd, static_cast<uint32_t>(i) + 1);
+    if (submitEvery && (i + 1) % submitEvery == 0 && i + 1 < schedule.size()) {
+      context_.submit(cmd); // the barrier above orders what follows after it
+      cmd = context_.beginCommands();
+    }
   }
 }
 
@@ -162,6 +168,7 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   writeState(position_);
 
   const auto &schedule = count == 1 ? decode_ : prefill_;
+  const auto recordStart = std::chrono::steady_clock::now();
   VkCommandBuffer cmd = context_.beginCommands();
   const bool timed = context_.info().timestamps;
   const uint32_t slots = profiling_ ? static_cast<uint32_t>(schedule.size()) + 1 : 2;
@@ -171,8 +178,11 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   }
   context_.computeBarrier(cmd); // host writes and earlier submissions come first
   const bool lastRowLogits = count > 1 && wanted != Logits::All && plan_.lastRowLogits.prefill >= 0;
-  recordSchedule(cmd, schedule, count, timed && profiling_, lastRowLogits);
+  recordSchedule(cmd, schedule, count, timed && profiling_, lastRowLogits,
+                 count > 1 ? prefillSubmitDispatches_ : 0);
   if (timed && !profiling_) context_.writeTimestamp(cmd, 1);
+  lastStepRecordMs_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - recordStart).count();
   context_.submitAndWait(cmd);
   if (timed) {
     std::vector<uint64_t> ns = context_.readTimestamps(slots);

@@ -49,6 +49,13 @@ public:
   void setPosition(uint32_t position);
   void reset() { position_ = 0; }
   double lastStepGpuMs() const { return lastStepGpuMs_; }
+  // The host's time recording the last step's command buffer, in ms (what the GPU may wait on before it
+  // starts).
+  double lastStepRecordMs() const { return lastStepRecordMs_; }
+
+  // A prefill step's command buffer is submitted in parts of this many dispatches, the GPU running each
+  // while the host records the next; 0: one submission.
+  void setPrefillSubmitDispatches(uint32_t dispatches) { prefillSubmitDispatches_ = dispatches; }
 
   // With profiling on, every dispatch of a step is timed on the GPU (timestamp queries).
   void setProfiling(bool on) { profiling_ = on; }
@@ -67,9 +74,10 @@ private:
   void writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes);
   void readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes);
   void writeState(uint32_t position);
-  // lastRowLogits: a prefill step that needs only the last logits row (Plan::lastRowLogits).
-  void recordSchedule(VkCommandBuffer cmd, const std::vector<PreparedDispatch> &schedule, uint32_t tokens,
-                      bool timestamps, bool lastRowLogits);
+  // lastRowLogits: a prefill step that needs only the last logits row (Plan::lastRowLogits). With
+  // submitEvery, `cmd` is submitted after each submitEvery dispatches and replaced by a new one.
+  void recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDispatch> &schedule, uint32_t tokens,
+                      bool timestamps, bool lastRowLogits, uint32_t submitEvery = 0);
 
   vk::Context &context_;
   const plan::Plan &plan_;
@@ -79,7 +87,8 @@ private:
   std::vector<PreparedDispatch> prefill_, decode_;
   std::map<uint32_t, VkCommandBuffer> recordedDecode_; // steps per submit -> command buffer
   uint32_t position_ = 0;
-  double lastStepGpuMs_ = 0;
+  double lastStepGpuMs_ = 0, lastStepRecordMs_ = 0;
+  uint32_t prefillSubmitDispatches_ = 0;
   bool profiling_ = false;
   std::vector<double> lastDispatchMs_;
 };

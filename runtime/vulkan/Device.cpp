@@ -470,6 +470,8 @@ struct Context::Impl {
   VkQueue queue = VK_NULL_HANDLE;
   VkCommandPool commandPool = VK_NULL_HANDLE;
   std::vector<VkCommandBuffer> idleCommandBuffers; // reset and ready to begin again
+  // Submitted by submit() without a wait; idle again once a later submitAndWait's fence has signalled.
+  std::vector<VkCommandBuffer> submittedCommandBuffers;
   VkFence fence = VK_NULL_HANDLE;
   bool forceStaging = false;
   uint64_t stagingChunkBytes = 64 * kMiB;
@@ -1267,6 +1269,24 @@ void Context::computeBarrier(VkCommandBuffer cmd) {
   allComputeAndTransferBarrier(cmd);
 }
 
+void Context::submit(VkCommandBuffer cmd) {
+  Impl &s = *impl_;
+  if (!cmd) throw VulkanError("submit: no command buffer");
+  VkResult result = vkEndCommandBuffer(cmd);
+  if (result == VK_SUCCESS) {
+    VkSubmitInfo submit{};
+    submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &cmd;
+    result = vkQueueSubmit(s.queue, 1, &submit, VK_NULL_HANDLE);
+  }
+  if (result != VK_SUCCESS) {
+    if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
+    throw VulkanError("vkEndCommandBuffer/vkQueueSubmit", result);
+  }
+  s.submittedCommandBuffers.push_back(cmd);
+}
+
 void Context::submitAndWait(VkCommandBuffer cmd) {
   Impl &s = *impl_;
   if (!cmd) throw VulkanError("submitAndWait: no command buffer");
@@ -1301,6 +1321,10 @@ void Context::submitAndWait(VkCommandBuffer cmd) {
     throw VulkanError("GPU did not finish within " + std::to_string(kFenceTimeoutSeconds) + " s");
   check(result, "vkWaitForFences");
   recycle();
+  // Earlier submissions finished too: this one's barriers waited for their commands, and its fence for it.
+  for (VkCommandBuffer earlier : s.submittedCommandBuffers)
+    if (vkResetCommandBuffer(earlier, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(earlier);
+  s.submittedCommandBuffers.clear();
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -168,6 +168,9 @@ public:
                 uint32_t pushBytes, uint32_t gx, uint32_t gy, uint32_t gz);
   void computeBarrier(VkCommandBuffer cmd);
   void submitAndWait(VkCommandBuffer cmd);
+  // Submits without waiting, so that the GPU starts on it while the host records more. What follows must be
+  // ordered after it by a barrier (as between dispatches) and end in a submitAndWait, whose wait covers it.
+  void submit(VkCommandBuffer cmd);
 
   // A command buffer recorded once and submitted many times (decode steps): begin, record, end once; then
   // submitRecorded as often as needed; freeCommands when done.

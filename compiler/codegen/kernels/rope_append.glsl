@@ -2,20 +2,44 @@
 // of three (rope.glsl twice, then kv_append.glsl). Token t's row is Q_HEADS query heads, KV_HEADS key heads
 // and KV_HEADS value heads of HEAD_DIM each (in q, k and v); the queries are rotated into result, the keys
 // rotated and the values as they are written into the cache at position start + t (layout as in
-// kv_append.glsl). Grid (T, ceil(ROW / (WORKGROUP · LOADS)), 1): each invocation takes LOADS elements of the
-// row, their loads (the element and its rotation partner) issued together.
+// kv_append.glsl).
+// The row is cut into units: in a query or key head, the HALF pairs of dims (d, d + HALF) that rotate
+// together, then the HEAD_DIM - ROTARY_DIM dims that do not rotate; in a value head, each dim. So each
+// element is loaded once and each pair's cos/sin computed once. Grid (T, ceil(UNITS / (WORKGROUP · LOADS)),
+// 1): each invocation takes LOADS units, their loads issued together.
 const float INV_FREQ[ROTARY_DIM / 2] = float[](INV_FREQ_VALUES);
-const uint Q_ROW = Q_HEADS * HEAD_DIM, KV_ROW = KV_HEADS * HEAD_DIM, ROW = Q_ROW + 2u * KV_ROW;
+const uint Q_ROW = Q_HEADS * HEAD_DIM, KV_ROW = KV_HEADS * HEAD_DIM;
 const uint HALF = ROTARY_DIM / 2u;
+const uint QK_UNITS = HEAD_DIM - HALF;  // a query or key head's: HALF pairs, then the unrotated dims
+const uint ROTATED_UNITS = (Q_HEADS + KV_HEADS) * QK_UNITS, UNITS = ROTATED_UNITS + KV_ROW;
 
 // Element e of part 0 (q), 1 (k) or 2 (v) of token t.
 float loadPart(uint part, uint t, uint e) {
   return part == 0u ? load_q(t * Q_ROW + e) : part == 1u ? load_k(t * KV_ROW + e) : load_v(t * KV_ROW + e);
 }
 
-// The part of row element i and the element's index within it.
-uvec2 partOf(uint i) {
-  return i < Q_ROW ? uvec2(0u, i) : i < Q_ROW + KV_ROW ? uvec2(1u, i - Q_ROW) : uvec2(2u, i - Q_ROW - KV_ROW);
+// Unit u's part, its first element within the part, and whether a second element (first + HALF) rotates
+// with it.
+struct Unit {
+  uint part, first;
+  bool pair;
+};
+Unit unitOf(uint u) {
+  if (u >= ROTATED_UNITS) return Unit(2u, u - ROTATED_UNITS, false);
+  uint head = u / QK_UNITS, w = u % QK_UNITS;
+  uint part = head < Q_HEADS ? 0u : 1u, inPart = head < Q_HEADS ? head : head - Q_HEADS;
+  return Unit(part, inPart * HEAD_DIM + (w < HALF ? w : w + HALF), w < HALF);
+}
+
+// Element e (within its part) of token t, rotated or not, to the queries or the cache.
+void storePart(uint part, uint t, uint position, uint e, float value) {
+  if (part == 0u) {
+    store_result(t * Q_ROW + e, value);
+  } else {
+    uint slot = ((e / HEAD_DIM) * SEQ + position) * HEAD_DIM + e % HEAD_DIM;
+    if (part == 1u) store_k_cache(slot, value);
+    else store_v_cache(slot, value);
+  }
 }
 
 void main() {
@@ -23,27 +47,19 @@ void main() {
   uint position = state_.position + t;
   float values[LOADS], partners[LOADS];
   [[unroll]] for (uint u = 0; u < LOADS; ++u) {
-    uvec2 pe = partOf(min(first + u * WORKGROUP, ROW - 1u));
-    uint d = pe.y % HEAD_DIM, partner = d >= ROTARY_DIM ? d : d < HALF ? d + HALF : d - HALF;
-    values[u] = loadPart(pe.x, t, pe.y);
-    partners[u] = pe.x < 2u ? loadPart(pe.x, t, pe.y - d + partner) : 0.0;
+    Unit unit = unitOf(min(first + u * WORKGROUP, UNITS - 1u));
+    values[u] = loadPart(unit.part, t, unit.first);
+    partners[u] = unit.pair ? loadPart(unit.part, t, unit.first + HALF) : 0.0;
   }
   [[unroll]] for (uint u = 0; u < LOADS; ++u) {
-    uint i = first + u * WORKGROUP;
-    if (i >= ROW) continue;
-    uvec2 pe = partOf(i);
-    uint d = pe.y % HEAD_DIM;
-    float v = values[u];
-    if (pe.x < 2u && d < ROTARY_DIM) {
-      vec2 cs = rotaryCosSin(float(position), INV_FREQ[d % HALF]) * ATTENTION_SCALING;
-      v = v * cs.x + (d < HALF ? -partners[u] : partners[u]) * cs.y;
-    }
-    if (pe.x == 0u) {
-      store_result(t * Q_ROW + pe.y, v);
+    if (first + u * WORKGROUP >= UNITS) continue;
+    Unit unit = unitOf(first + u * WORKGROUP);
+    if (unit.pair) {
+      vec2 cs = rotaryCosSin(float(position), INV_FREQ[unit.first % HEAD_DIM]) * ATTENTION_SCALING;
+      storePart(unit.part, t, position, unit.first, values[u] * cs.x - partners[u] * cs.y);
+      storePart(unit.part, t, position, unit.first + HALF, partners[u] * cs.x + values[u] * cs.y);
     } else {
-      uint slot = ((pe.y / HEAD_DIM) * SEQ + position) * HEAD_DIM + d;
-      if (pe.x == 1u) store_k_cache(slot, v);
-      else store_v_cache(slot, v);
+      storePart(unit.part, t, position, unit.first, values[u]);
     }
   }
 }

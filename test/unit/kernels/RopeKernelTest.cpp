@@ -55,7 +55,7 @@ protected:
     buffers.push_back(upload(cacheBefore, "v_cache"));
     buffers.push_back(state(c.start));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    const uint32_t columns = codegen::ropeAppendColumns(c.qHeads, c.kvHeads, c.headDim);
+    const uint32_t columns = codegen::ropeAppendColumns(rotary, c.qHeads, c.kvHeads);
     run(spirv, buffers, {c.tokens, columns, 1}, c.tokens, "rope_append test kernel");
 
     std::vector<float> result = download(buffers[3], q.size()),
