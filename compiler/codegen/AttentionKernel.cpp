@@ -31,15 +31,18 @@ int64_t keySplits(const AttentionSpec &spec) {
 
 KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   namespace gd = mlir::gerbil;
-  if (!gd::fitsCoopAttention(spec.headDim))
+  const int64_t keyTile = spec.keyTile > 0 ? spec.keyTile : gd::coopAttentionKeyTile(spec.headDim);
+  if (!gd::fitsCoopAttention(spec.headDim, keyTile))
     throw CodegenError("tensor-core attention cannot take head_dim " + std::to_string(spec.headDim) +
-                       " (a multiple of 16 whose tiles fit 48 KiB)");
+                       " with key tiles of " + std::to_string(keyTile) +
+                       " (head dims: multiples of 16 up to 128; key tiles: multiples of 16 of at least " +
+                       std::to_string(gd::kCoopAttentionQueryTile / 2) + "; the tiles must fit 48 KiB)");
   KernelSource k;
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);
   };
   defineAttention(k, spec);
-  define("KV_TILE", uintValue(gd::kCoopAttentionKeyTile));
+  define("KV_TILE", uintValue(keyTile));
   define("KEY_SPLITS", std::to_string(keySplits(spec))); // plain: #if reads it
   define("RESULT_HALF", spec.halfResult ? "1" : "0");
   k.templateFile = "attention_prefill_coop.glsl";
@@ -58,7 +61,7 @@ KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   k.needsFloat16 = true;
   k.needsVulkanMemoryModel = true;
   k.subgroupSize = 32;
-  k.sharedMemoryBytes = static_cast<uint32_t>(gd::coopAttentionSharedBytes(spec.headDim));
+  k.sharedMemoryBytes = static_cast<uint32_t>(gd::coopAttentionSharedBytes(spec.headDim, keyTile));
   return k;
 }
 } // namespace

@@ -15,6 +15,8 @@ struct AttentionSpec {
   // The tensor-core prefill kernel's key splits (1 to kCoopAttentionMaxKeySplits); 0: the catalog's
   // (coopAttentionKeySplits). gerbil-kernel-bench's variants to tune with.
   int64_t keySplits = 0;
+  // The tensor-core prefill kernel's keys staged at a time; 0: the catalog's (coopAttentionKeyTile).
+  int64_t keyTile = 0;
   // The tensor-core prefill kernel: the result in f16 (two dims a word), for a Coop matmul with halfInput.
   bool halfResult = false;
 };

@@ -33,6 +33,7 @@ TEST(PrefillPartsTest, MatchOneSubmission) {
   exec::Executor executor(*context, p, exec::uploadWeights(*context, p, checkpoint, nullptr));
   std::vector<int32_t> prompt;
   for (int32_t i = 0; i < 13; ++i) prompt.push_back((i * 37 + 11) % int32_t(p.model.vocabSize));
+  executor.setPrefillSubmitDispatches(0);
   executor.reset();
   const std::vector<float> expected = executor.step(prompt, exec::Logits::All);
 

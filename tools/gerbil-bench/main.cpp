@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
   std::string planPath, weightsDir;
   size_t prefillTokens = 512, promptTokens = 128, decodeTokens = 128;
   int repeats = 5, device = -1;
-  uint32_t prefillSubmit = 0;
+  uint32_t prefillSubmit = gerbil::exec::Executor::kDefaultPrefillSubmitDispatches;
   double warmUpMs = 1000;
   bool json = false, withProfile = false;
   app.add_option("plan", planPath, "The plan")->required();
@@ -76,7 +76,8 @@ int main(int argc, char **argv) {
   app.add_option("--warm-up-ms", warmUpMs, "Prefill steps run for this long before measuring");
   app.add_option("--device", device, "Vulkan device index");
   app.add_option("--prefill-submit", prefillSubmit,
-                 "Submit a prefill step in parts of this many dispatches (0: one submission)");
+                 "Submit a prefill step in parts of this many dispatches (0: one submission)")
+      ->capture_default_str();
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
   CLI11_PARSE(app, argc, argv);

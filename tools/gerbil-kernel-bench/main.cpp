@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
                                "Position of the first query (cached keys before it)");
   prefillAttention->add_option("--seq", sequence, "KV cache positions");
   prefillAttention->add_option("--target", target, "generic (tiled f32) or nvidia (tensor cores)");
-  int64_t keySplits = 0;
+  int64_t keySplits = 0, keyTile = 0;
   bool halfResult = false;
   prefillAttention->add_flag("--half-result", halfResult,
                              "Tensor cores: the result in f16, as for an o projection that reads f16 rows");
@@ -273,6 +273,8 @@ int main(int argc, char **argv) {
       ->add_option("--key-splits", keySplits,
                    "Workgroups a query tile's keys are split between (tensor cores; default: the catalog's)")
       ->check(CLI::Range(1, 8));
+  prefillAttention->add_option("--key-tile", keyTile,
+                               "Keys staged at a time (tensor cores; default: the catalog's)");
 
   bench::SyncOptions sync;
   CLI::App *syncCommand = app.add_subcommand(
@@ -399,6 +401,7 @@ int main(int argc, char **argv) {
         throw CLI::ValidationError("--position", "the step's last query lies past --seq");
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
       spec.keySplits = keySplits;
+      spec.keyTile = keyTile;
       spec.halfResult = halfResult;
       codegen::KernelSource source = codegen::attentionKernel(spec, coop);
       const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
@@ -427,6 +430,7 @@ int main(int argc, char **argv) {
                   {"target", target},
                   {"key_splits", coop ? codegen::attentionGrid(spec, 1, true)[2] : 1u},
                   {"half_result", halfResult},
+                  {"key_tile", keyTile},
                   {"ms", ms},
                   {"tflops", 4.0 * keys * double(headDim) * double(heads) / (ms * 1e9)}});
     } else {

@@ -12,7 +12,7 @@
 // stores its output and its rows' maxima and sums to `partial`; the last of a tile's splits to count itself
 // in (an atomic counter a tile, which it returns to 0) weighs them by exp(max - the rows' max) over the
 // weighted sums and writes the result. A tile with one run writes its result directly.
-// Grid (HEADS, ceil(T / Q_TILE), KEY_SPLITS). HEAD_DIM a multiple of 16.
+// Grid (HEADS, ceil(T / Q_TILE), KEY_SPLITS). HEAD_DIM and KV_TILE multiples of 16, Q_TILE <= 2 · KV_TILE.
 #ifndef KEY_SPLITS
 #define KEY_SPLITS 1
 #endif
@@ -53,7 +53,6 @@ const float NO_SCORE = -3.0e38;
 #define FragB fcoopmatNV<16, gl_ScopeSubgroup, FRAG, FRAG>
 #define FragC fcoopmatNV<32, gl_ScopeSubgroup, FRAG, FRAG>
 
-shared uvec4 qTile_[Q_TILE * ROW_WORDS];
 shared uvec4 kTile_[KV_TILE * ROW_WORDS];
 shared uvec4 vTile_[KV_TILE * ROW_WORDS];
 shared float sTile_[WARPS][FRAG * KV_TILE];  // one subgroup's scores, row-major
@@ -227,7 +226,13 @@ void main() {
   uint keyBegin = key0 + split * runTiles * KV_TILE;
   uint keyEnd = min(keyBegin + runTiles * KV_TILE, lastPosition + 1u);
 
-  // The queries (scaled), rounded to f16, then each subgroup's as A fragments held through both passes.
+  // The first keys and values, loaded while the queries are staged.
+  StagedKeys staged;
+  loadKeys(kvHead, keyBegin, lastPosition, staged);
+
+  // The queries (scaled), rounded to f16 and staged in the key and value tiles (rows [0, KV_TILE) in the
+  // keys', the rest in the values'; Q_TILE <= 2 · KV_TILE), then each subgroup's as A fragments held
+  // throughout.
   for (uint w = gl_LocalInvocationIndex; w < Q_TILE * HEAD_DIM / 8u; w += WORKGROUP) {
     uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u), t = t0 + r;
     vec4 a = vec4(0.0), b = vec4(0.0);
@@ -236,12 +241,17 @@ void main() {
       a = q_v4[at] * SCALE;
       b = q_v4[at + 1u] * SCALE;
     }
-    qTile_[r * ROW_WORDS + c] = uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+    if (r < KV_TILE) kTile_[r * ROW_WORDS + c] = packWord(a, b);
+    else vTile_[(r - KV_TILE) * ROW_WORDS + c] = packWord(a, b);
   }
   barrier();
   FragA q[D_FRAGS];
-  [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd)
-    coopMatLoadNV(q[dd], qTile_, warp * FRAG * ROW_WORDS + dd * 2u, ROW_WORDS, false);
+  uint qRow = warp * FRAG;  // the subgroup's 16 rows lie in one of the two tiles (16 divides KV_TILE)
+  [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) {
+    if (qRow < KV_TILE) coopMatLoadNV(q[dd], kTile_, qRow * ROW_WORDS + dd * 2u, ROW_WORDS, false);
+    else coopMatLoadNV(q[dd], vTile_, (qRow - KV_TILE) * ROW_WORDS + dd * 2u, ROW_WORDS, false);
+  }
+  barrier();  // every subgroup holds its queries before the keys overwrite them
 
   // Two lanes a row: row `row` of the subgroup's 16, columns [half · KV_TILE / 2, (half + 1) · KV_TILE / 2).
   uint row = lane / 2u, half_ = lane % 2u;
@@ -255,8 +265,6 @@ void main() {
   // memory), so that they stay below exp(RESCALE_SLACK), well inside f16, and the output rarely makes the
   // round trip (one pass over the keys: two passes, statistics first, took twice as long on the H200, sweep
   // ad). The output is divided by the row's sum at the end.
-  StagedKeys staged;
-  loadKeys(kvHead, keyBegin, lastPosition, staged);
   storeKeys(staged);
   barrier();
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {

@@ -121,8 +121,8 @@ protected:
       for (size_t i = 0; i < result.size(); ++i)
         ASSERT_NEAR(result[i], expected[i], tolerance)
             << "T=" << t << " start=" << c.start << " head_dim=" << dim << " window=" << spec.window
-            << " coop=" << coop << " key splits=" << spec.keySplits << " launch " << launch << ": element "
-            << i;
+            << " coop=" << coop << " key splits=" << spec.keySplits << " key tile=" << spec.keyTile
+            << " launch " << launch << ": element " << i;
       if (coop) {
         std::vector<int32_t> counters(scratch.counterBytes / 4);
         ctx_->download(buffers[5], 0, counters.data(), scratch.counterBytes);
@@ -266,6 +266,12 @@ TEST_F(AttentionKernelTest, PrefillOnCooperativeMatricesMatchesTheReference) {
     check(c, true);
     ASSERT_FALSE(HasFatalFailure());
   }
+  // 64 keys staged at a time (gerbil-kernel-bench --key-tile), which head dims up to 64 fit.
+  for (AttentionCase c : {cases[1], cases[4], cases[5]}) {
+    c.spec.keyTile = 64;
+    check(c, true);
+    ASSERT_FALSE(HasFatalFailure());
+  }
 }
 
 TEST_F(AttentionKernelTest, PrefillKeySplitsMatchTheReference) {
@@ -280,6 +286,7 @@ TEST_F(AttentionKernelTest, PrefillKeySplitsMatchTheReference) {
     for (AttentionCase c : cases) {
       c.spec.keySplits = splits;
       c.spec.halfResult = splits % 2 == 0; // f16 results, as for a tensor-core o projection
+      c.spec.keyTile = splits == 3 && c.spec.headDim <= 64 ? 64 : 0;
       check(c, true);
       ASSERT_FALSE(HasFatalFailure());
     }
@@ -299,6 +306,7 @@ TEST_F(AttentionKernelTest, PrefillRescalesAsScoresGrow) {
   for (int64_t splits : {1, 3})
     for (AttentionCase c : cases) {
       c.spec.keySplits = splits;
+      c.spec.keyTile = splits == 3 && c.spec.headDim <= 64 ? 64 : 0;
       check(c, true);
       ASSERT_FALSE(HasFatalFailure());
     }
@@ -326,7 +334,11 @@ TEST(AttentionKernelSpec, TensorCoresTakeHeadDimsThatFit) {
   EXPECT_TRUE(mlir::gerbil::fitsCoopAttention(64));
   EXPECT_TRUE(mlir::gerbil::fitsCoopAttention(128));
   EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(72));  // not a multiple of 16
-  EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(256)); // its tiles do not fit 48 KiB
+  EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(256)); // its output fragments would not fit the registers
+  EXPECT_TRUE(mlir::gerbil::fitsCoopAttention(64, 64));
+  EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(128, 64)); // 64-key tiles of 128 dims do not fit 48 KiB
+  EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(64, 16));  // the key and value tiles stage the queries
+  EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(64, 40));  // not a multiple of 16
   codegen::AttentionSpec spec{4, 2, 40, 100, 0.1, 0};
   EXPECT_THROW(codegen::attentionKernel(spec, true), codegen::CodegenError);
 }

@@ -74,14 +74,29 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
 }
 
 // Prefill attention on cooperative matrices (attention_prefill_coop.glsl): kCoopAttentionWarps subgroups of
-// 16 queries each per workgroup, keys staged kCoopAttentionKeyTile at a time. Its shared memory (f16 query,
-// key and value tiles of padded rows, each subgroup's f32 scores and f16 probabilities) must fit the 48 KiB
-// of the devices that have the extension: head dims that are multiples of 16 up to 128.
+// 16 queries each per workgroup, keys staged coopAttentionKeyTile at a time. Its shared memory (f16 key and
+// value tiles of padded rows, through which the queries are staged first, and each subgroup's f32 scores
+// and f16 probabilities) must fit the 48 KiB of the devices that have the extension; head dims are
+// multiples of 16 up to 128 (beyond, the output fragments would not fit the registers).
 // Measured on the H200 (2026-12-03): 2 subgroups with 64-key tiles for head dims up to 64 (half as many
 // steps for the last query tiles) took Qwen2.5-0.5B's prefill attention from 75 to 100 µs a layer.
 inline constexpr int64_t kCoopAttentionWarps = 4;
 inline constexpr int64_t kCoopAttentionKeyTile = 32;
 inline constexpr int64_t kCoopAttentionQueryTile = 16 * kCoopAttentionWarps; // 16 queries a subgroup
+inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim, int64_t keyTile = kCoopAttentionKeyTile) {
+  const int64_t rowBytes = (headDim / 8 + 1) * 16;
+  return 2 * keyTile * rowBytes + kCoopAttentionWarps * 16 * keyTile * 4 +
+         kCoopAttentionWarps * 16 * (keyTile / 8 + 1) * 16;
+}
+// keyTile: a multiple of 16 whose key and value tiles hold the query tile's rows.
+inline constexpr bool fitsCoopAttention(int64_t headDim, int64_t keyTile = kCoopAttentionKeyTile) {
+  return headDim % 16 == 0 && headDim <= 128 && keyTile % 16 == 0 && 2 * keyTile >= kCoopAttentionQueryTile &&
+         coopAttentionSharedBytes(headDim, keyTile) <= 48 * 1024;
+}
+// The keys staged at a time for a head dim.
+inline constexpr int64_t coopAttentionKeyTile(int64_t /*headDim*/) {
+  return kCoopAttentionKeyTile;
+}
 // The keys a query tile sees can be split between up to kCoopAttentionMaxKeySplits workgroups (grid z),
 // each taking an equal run of whole key tiles; the last of them to finish combines their results. It pays
 // only where a step's query tiles leave multiprocessors idle (sweep z, H200, 512-token steps: Qwen2.5-0.5B's
@@ -91,15 +106,6 @@ inline constexpr int64_t kCoopAttentionQueryTile = 16 * kCoopAttentionWarps; // 
 inline constexpr int64_t kCoopAttentionMaxKeySplits = 8; // the combine's weights fit one score tile
 inline constexpr int64_t coopAttentionKeySplits(int64_t heads) {
   return heads * 8 < 128 ? 4 : 1;
-}
-inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim) {
-  const int64_t rowBytes = (headDim / 8 + 1) * 16, queries = kCoopAttentionQueryTile;
-  return (queries + 2 * kCoopAttentionKeyTile) * rowBytes +
-         kCoopAttentionWarps * 16 * kCoopAttentionKeyTile * 4 +
-         kCoopAttentionWarps * 16 * (kCoopAttentionKeyTile / 8 + 1) * 16;
-}
-inline constexpr bool fitsCoopAttention(int64_t headDim) {
-  return headDim % 16 == 0 && coopAttentionSharedBytes(headDim) <= 48 * 1024;
 }
 
 // Decode attention (attention_decode.glsl): one workgroup of `warps` × 32 invocations per (x, split): x
