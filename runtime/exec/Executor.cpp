@@ -138,7 +138,9 @@ void Executor::writeState(uint32_t position) {
 }
 
 void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDispatch> &schedule,
-                              uint32_t count, bool timestamps, bool lastRowLogits, uint32_t submitEvery) {
+                              uint32_t count, bool timestamps, bool lastRowLogits, uint32_t submitEvery,
+                              uint32_t firstPart) {
+  size_t nextSubmit = submitEvery ? (firstPart ? firstPart : submitEvery) : schedule.size();
   for (size_t i = 0; i < schedule.size(); ++i) {
     // The logits of row count - 1 alone: the decode schedule's one-row dispatch of the same bindings.
     const bool oneRow = lastRowLogits && static_cast<int64_t>(i) == plan_.lastRowLogits.prefill;
@@ -150,9 +152,10 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDi
                       d.grid[1].evaluate(tokens), d.grid[2].evaluate(tokens));
     context_.computeBarrier(cmd);
     if (timestamps) context_.writeTimestamp(cmd, static_cast<uint32_t>(i) + 1);
-    if (submitEvery && (i + 1) % submitEvery == 0 && i + 1 < schedule.size()) {
+    if (i + 1 == nextSubmit && i + 1 < schedule.size()) {
       context_.submit(cmd); // the barrier above orders what follows after it
       cmd = context_.beginCommands();
+      nextSubmit += submitEvery;
     }
   }
 }
@@ -179,7 +182,7 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   context_.computeBarrier(cmd); // host writes and earlier submissions come first
   const bool lastRowLogits = count > 1 && wanted != Logits::All && plan_.lastRowLogits.prefill >= 0;
   recordSchedule(cmd, schedule, count, timed && profiling_, lastRowLogits,
-                 count > 1 ? prefillSubmitDispatches_ : 0);
+                 count > 1 ? prefillSubmitDispatches_ : 0, prefillFirstPart_);
   if (timed && !profiling_) context_.writeTimestamp(cmd, 1);
   lastStepRecordMs_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - recordStart).count();

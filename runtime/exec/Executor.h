@@ -57,8 +57,12 @@ public:
   // while the host records the next; 0: one submission. On the H200 (cf21454, 512-token steps) parts of 48
   // took Qwen2.5-0.5B's step from 6.55 to 6.42 ms and Llama-3.2-1B's from 9.81 to 9.70 (Llama-3-8B's 56.6
   // either way); parts of 16 left the GPU waiting for the host.
+  // firstPart, where not 0, is the first part's size instead: a small one starts the GPU sooner.
   static constexpr uint32_t kDefaultPrefillSubmitDispatches = 48;
-  void setPrefillSubmitDispatches(uint32_t dispatches) { prefillSubmitDispatches_ = dispatches; }
+  void setPrefillSubmitDispatches(uint32_t dispatches, uint32_t firstPart = 0) {
+    prefillSubmitDispatches_ = dispatches;
+    prefillFirstPart_ = firstPart;
+  }
 
   // With profiling on, every dispatch of a step is timed on the GPU (timestamp queries).
   void setProfiling(bool on) { profiling_ = on; }
@@ -78,9 +82,10 @@ private:
   void readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes);
   void writeState(uint32_t position);
   // lastRowLogits: a prefill step that needs only the last logits row (Plan::lastRowLogits). With
-  // submitEvery, `cmd` is submitted after each submitEvery dispatches and replaced by a new one.
+  // submitEvery, `cmd` is submitted after each submitEvery dispatches (the first time after firstPart, if
+  // not 0) and replaced by a new one.
   void recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDispatch> &schedule, uint32_t tokens,
-                      bool timestamps, bool lastRowLogits, uint32_t submitEvery = 0);
+                      bool timestamps, bool lastRowLogits, uint32_t submitEvery = 0, uint32_t firstPart = 0);
 
   vk::Context &context_;
   const plan::Plan &plan_;
@@ -91,7 +96,7 @@ private:
   std::map<uint32_t, VkCommandBuffer> recordedDecode_; // steps per submit -> command buffer
   uint32_t position_ = 0;
   double lastStepGpuMs_ = 0, lastStepRecordMs_ = 0;
-  uint32_t prefillSubmitDispatches_ = kDefaultPrefillSubmitDispatches;
+  uint32_t prefillSubmitDispatches_ = kDefaultPrefillSubmitDispatches, prefillFirstPart_ = 0;
   bool profiling_ = false;
   std::vector<double> lastDispatchMs_;
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -475,6 +476,7 @@ struct Context::Impl {
   VkFence fence = VK_NULL_HANDLE;
   bool forceStaging = false;
   uint64_t stagingChunkBytes = 64 * kMiB;
+  uint32_t spinWaitMicroseconds = 0;
 
   // Buffers alive, by handle: descriptor ranges are checked against their sizes, and ~Context frees any left.
   std::unordered_map<VkBuffer, Buffer *> liveBuffers;
@@ -692,6 +694,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   Impl &s = *impl_;
   s.forceStaging = options.forceStaging;
   s.stagingChunkBytes = std::max<uint64_t>(options.stagingChunkBytes, 4096);
+  s.spinWaitMicroseconds = options.spinWaitMicroseconds;
   s.instance = createInstance(options.validation || envFlag("GERBIL_VK_VALIDATION"), &s.validationErrors);
 
   std::vector<VkPhysicalDevice> devices = physicalDevices(s.instance.instance);
@@ -1269,6 +1272,20 @@ void Context::computeBarrier(VkCommandBuffer cmd) {
   allComputeAndTransferBarrier(cmd);
 }
 
+namespace {
+// Waits for the context's fence: polls it for up to spinMicroseconds, then blocks.
+VkResult waitForFence(VkDevice device, VkFence fence, uint32_t spinMicroseconds) {
+  if (spinMicroseconds > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spinMicroseconds);
+    do {
+      VkResult status = vkGetFenceStatus(device, fence);
+      if (status != VK_NOT_READY) return status;
+    } while (std::chrono::steady_clock::now() < until);
+  }
+  return vkWaitForFences(device, 1, &fence, VK_TRUE, kFenceTimeoutSeconds * 1000000000ull);
+}
+} // namespace
+
 void Context::submit(VkCommandBuffer cmd) {
   Impl &s = *impl_;
   if (!cmd) throw VulkanError("submit: no command buffer");
@@ -1316,7 +1333,7 @@ void Context::submitAndWait(VkCommandBuffer cmd) {
     recycle();
     throw VulkanError("vkQueueSubmit", result);
   }
-  result = vkWaitForFences(s.device, 1, &s.fence, VK_TRUE, kFenceTimeoutSeconds * 1000000000ull);
+  result = waitForFence(s.device, s.fence, s.spinWaitMicroseconds);
   if (result == VK_TIMEOUT)
     throw VulkanError("GPU did not finish within " + std::to_string(kFenceTimeoutSeconds) + " s");
   check(result, "vkWaitForFences");
@@ -1413,7 +1430,7 @@ void Context::submitRecorded(VkCommandBuffer cmd) {
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &cmd;
   check(vkQueueSubmit(s.queue, 1, &submit, s.fence), "vkQueueSubmit");
-  VkResult result = vkWaitForFences(s.device, 1, &s.fence, VK_TRUE, kFenceTimeoutSeconds * 1000000000ull);
+  VkResult result = waitForFence(s.device, s.fence, s.spinWaitMicroseconds);
   if (result == VK_TIMEOUT)
     throw VulkanError("GPU did not finish within " + std::to_string(kFenceTimeoutSeconds) + " s");
   check(result, "vkWaitForFences");

@@ -78,6 +78,9 @@ struct ContextOptions {
   // Buffers whose device addresses shaders may take (Vulkan 1.2 bufferDeviceAddress), where the device has
   // them: Buffer::deviceAddress. Off by default (plans bind descriptors).
   bool bufferDeviceAddress = false;
+  // Waits for the GPU poll the fence for up to this many microseconds before they block in
+  // vkWaitForFences: a blocked host thread can wake well after the GPU has finished a short step.
+  uint32_t spinWaitMicroseconds = 0;
 };
 
 class Context;

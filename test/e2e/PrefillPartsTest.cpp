@@ -41,7 +41,7 @@ TEST(PrefillPartsTest, MatchOneSubmission) {
   for (bool profiling : {false, true})
     for (uint32_t parts : {1u, 2u, 5u, dispatches - 1, dispatches + 3}) {
       executor.setProfiling(profiling);
-      executor.setPrefillSubmitDispatches(parts);
+      executor.setPrefillSubmitDispatches(parts, parts == 5 ? 3 : 0); // a first part of its own size
       executor.reset();
       EXPECT_EQ(executor.step(prompt, exec::Logits::All), expected)
           << "parts of " << parts << " dispatches, profiling " << profiling;

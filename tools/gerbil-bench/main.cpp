@@ -64,7 +64,8 @@ int main(int argc, char **argv) {
   std::string planPath, weightsDir;
   size_t prefillTokens = 512, promptTokens = 128, decodeTokens = 128;
   int repeats = 5, device = -1;
-  uint32_t prefillSubmit = gerbil::exec::Executor::kDefaultPrefillSubmitDispatches;
+  uint32_t prefillSubmit = gerbil::exec::Executor::kDefaultPrefillSubmitDispatches, prefillFirstPart = 0,
+           spinWait = 0;
   double warmUpMs = 1000;
   bool json = false, withProfile = false;
   app.add_option("plan", planPath, "The plan")->required();
@@ -78,6 +79,10 @@ int main(int argc, char **argv) {
   app.add_option("--prefill-submit", prefillSubmit,
                  "Submit a prefill step in parts of this many dispatches (0: one submission)")
       ->capture_default_str();
+  app.add_option("--prefill-first-part", prefillFirstPart,
+                 "Dispatches in the first part of a prefill step (0: as many as the others)");
+  app.add_option("--spin-wait", spinWait,
+                 "Microseconds to poll for the GPU before blocking (0: block at once)");
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
   CLI11_PARSE(app, argc, argv);
@@ -89,6 +94,7 @@ int main(int argc, char **argv) {
     gerbil::exec::checkCheckpoint(plan, checkpoint);
     gerbil::vk::ContextOptions options;
     options.deviceIndex = device;
+    options.spinWaitMicroseconds = spinWait;
     options.extensions = plan.requires_.deviceExtensions;
     gerbil::vk::Context context(options);
     gerbil::exec::checkDevice(plan, context.info());
@@ -97,7 +103,7 @@ int main(int argc, char **argv) {
     double loadMs = msSince(loadStart);
     uint64_t weightBytes = weights.bytes;
     gerbil::exec::Executor executor(context, plan, std::move(weights));
-    executor.setPrefillSubmitDispatches(prefillSubmit);
+    executor.setPrefillSubmitDispatches(prefillSubmit, prefillFirstPart);
     const int64_t vocab = plan.model.vocabSize;
     prefillTokens = std::min<size_t>(prefillTokens, plan.limits.prefillChunk);
 
