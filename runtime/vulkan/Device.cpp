@@ -694,7 +694,6 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   Impl &s = *impl_;
   s.forceStaging = options.forceStaging;
   s.stagingChunkBytes = std::max<uint64_t>(options.stagingChunkBytes, 4096);
-  s.spinWaitMicroseconds = options.spinWaitMicroseconds;
   s.instance = createInstance(options.validation || envFlag("GERBIL_VK_VALIDATION"), &s.validationErrors);
 
   std::vector<VkPhysicalDevice> devices = physicalDevices(s.instance.instance);
@@ -714,6 +713,8 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   }
   info_ = infos[chosen];
   s.physical = devices[chosen];
+  s.spinWaitMicroseconds =
+      options.spinWaitMicroseconds.value_or(info_.type == "cpu" ? 0 : kDefaultSpinWaitMicroseconds);
   if (info_.apiVersion < VK_API_VERSION_1_2)
     throw VulkanError("device " + std::to_string(chosen) + " (" + info_.name + ") supports only Vulkan " +
                       versionString(info_.apiVersion) + "; gerbil needs 1.2 or later");

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 
 namespace {
 
@@ -64,8 +65,9 @@ int main(int argc, char **argv) {
   std::string planPath, weightsDir;
   size_t prefillTokens = 512, promptTokens = 128, decodeTokens = 128;
   int repeats = 5, device = -1;
-  uint32_t prefillSubmit = gerbil::exec::Executor::kDefaultPrefillSubmitDispatches, prefillFirstPart = 0,
-           spinWait = 0;
+  uint32_t prefillSubmit = gerbil::exec::Executor::kDefaultPrefillSubmitDispatches,
+           prefillFirstPart = gerbil::exec::Executor::kDefaultPrefillFirstPart;
+  std::optional<uint32_t> spinWait;
   double warmUpMs = 1000;
   bool json = false, withProfile = false;
   app.add_option("plan", planPath, "The plan")->required();
@@ -80,9 +82,11 @@ int main(int argc, char **argv) {
                  "Submit a prefill step in parts of this many dispatches (0: one submission)")
       ->capture_default_str();
   app.add_option("--prefill-first-part", prefillFirstPart,
-                 "Dispatches in the first part of a prefill step (0: as many as the others)");
+                 "Dispatches in the first part of a prefill step (0: as many as the others)")
+      ->capture_default_str();
   app.add_option("--spin-wait", spinWait,
-                 "Microseconds to poll for the GPU before blocking (0: block at once)");
+                 "Microseconds to poll for the GPU before blocking (0: block at once; default " +
+                     std::to_string(gerbil::vk::kDefaultSpinWaitMicroseconds) + ", 0 on CPU devices)");
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
   CLI11_PARSE(app, argc, argv);
