@@ -40,7 +40,7 @@ struct MatMulSpec {
 // Bindings in this order (then the state buffer, as for every kernel):
 //   Single: x, w, [g], [residual], result, [partial, counters] (split over K: scratch, counters zeroed
 //           before the first launch; splitKScratch sizes them)
-//   GateUp: x, w_gate, w_up, [g], [bias_gate], [bias_up], result, [partial, counters] (split over K)
+//   GateUp: x, w_gate, w_up, [g], [bias_gate], [bias_up], result
 //   QKV:    x, w_q, w_k, w_v, [g], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v
 // Throws CodegenError when the variant cannot take the shape (Coop needs K a multiple of 8; GateUp subgroup
 // blocks of whole gate/up fragment pairs).
@@ -49,10 +49,8 @@ KernelSource matmulKernel(const MatMulSpec &spec);
 // Workgroups of the prefill variants for T tokens (the kernel catalog gives dispatch formation the same).
 std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens);
 
-// The scratch of a Coop matmul (plain or gate/up) split over K, for steps of up to maxTokens tokens: the
-// parts of the sums (f32, a tile of each workgroup) and a counter a tile (left at 0 after each launch).
-// Zero where unsplit. Plans split plain projections only (the catalog's groupPrefillTiling); a gate/up split
-// is gerbil-kernel-bench's to time (matmul --gate-up with a tiling's split field).
+// The scratch of a Coop matmul split over K, for steps of up to maxTokens tokens: the parts of the sums
+// (f32, a tile of each workgroup) and a counter a tile (left at 0 after each launch). Zero where unsplit.
 struct SplitKScratch {
   uint64_t partialBytes = 0, counterBytes = 0;
 };

@@ -23,7 +23,7 @@
 //   MODE_QKV      workgroups [0, GROUPS_Q) take TILE_N rows of w_q each, the next GROUPS_K of w_k, the last
 //                 GROUPS_V of w_v, and write result_q, result_k, result_v (+ bias).
 //
-// SPLIT_K > 1 (plain projections and gate/up): grid z splits K. Each workgroup sums its share of the slices and stores
+// SPLIT_K > 1 (plain projections): grid z splits K. Each workgroup sums its share of the slices and stores
 // it to `partial` (its tile's TILE_T × TILE_N floats); the last of a tile's SPLIT_K workgroups to count
 // itself in (an atomic counter a tile, which it returns to 0) adds the shares in split order, so the sum
 // does not depend on which finished last, and writes the result. For projections with few tile columns and
@@ -205,22 +205,6 @@ void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uin
   }
 }
 
-#if MODE_GATE_UP && SPLIT_K > 1
-// The split epilogue's outputs n, n + 1 (n even) of row t: act(gate + bias_gate) * (up + bias_up); none
-// outside the step's tokens or the N outputs (with RESULT_HALF N is even: one word of two halves).
-void storeGateUp(uint t, uint n, vec2 gate, vec2 up) {
-  if (t >= step_.tokens || n >= N) return;
-  float a = activation(gate.x + load_bias_gate(n)) * (up.x + load_bias_up(n));
-#if RESULT_HALF
-  float b = activation(gate.y + load_bias_gate(n + 1u)) * (up.y + load_bias_up(n + 1u));
-  result_[(t * N + n) / 2u] = packHalf2x16(vec2(a, b));
-#else
-  store_result(t * N + n, a);
-  if (n + 1u < N) store_result(t * N + n + 1u, activation(gate.y + load_bias_gate(n + 1u)) * (up.y + load_bias_up(n + 1u)));
-#endif
-}
-#endif
-
 #if !MODE_GATE_UP && !MODE_QKV
 // One output of a plain projection, plus the residual; none outside the step's tokens or the N outputs.
 void writeOutput(uint t, uint n, float v) {
@@ -308,7 +292,7 @@ void main() {
     barrier();
   }
 
-#if SPLIT_K > 1 && !MODE_QKV
+#if SPLIT_K > 1 && !MODE_GATE_UP && !MODE_QKV
   // Publish this split's share of the tile, then count it in; the tile's last split adds the shares.
   const uint TILE_ELEMENTS = TILE_T * TILE_N;
   uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -327,29 +311,12 @@ void main() {
   if (scratch_[0] == 0.0) return;
   memoryBarrierBuffer();
   if (gl_LocalInvocationIndex == 0u) atomicExchange(counters[tile], 0);  // ready for the next launch
-#if MODE_GATE_UP
-  // Two neighbouring outputs (j, j + 1) of tile row r at a time: their gate sums lie in tile columns
-  // gateColumn, gateColumn + 1 (outputOfRow's layout), their up sums a fragment further.
-  const uint OUTPUTS = TILE_N / 2u;
-  for (uint e = gl_LocalInvocationIndex; e < TILE_T * OUTPUTS / 2u; e += WORKGROUP) {
-    uint r = 2u * e / OUTPUTS, j = 2u * e % OUTPUTS;
-    uint gateColumn = (j / (WARP_N / 2u)) * WARP_N + (j % (WARP_N / 2u)) / FRAG * 2u * FRAG + j % FRAG;
-    vec2 gate = vec2(0.0), up = vec2(0.0);
-    [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) {
-      uint at = (tile * SPLIT_K + s) * TILE_ELEMENTS + r * TILE_N + gateColumn;
-      gate += vec2(partial_[at], partial_[at + 1u]);
-      up += vec2(partial_[at + FRAG], partial_[at + FRAG + 1u]);
-    }
-    storeGateUp(gl_WorkGroupID.y * TILE_T + r, gl_WorkGroupID.x * OUTPUTS + j, gate, up);
-  }
-#else
   for (uint e = gl_LocalInvocationIndex; e < TILE_ELEMENTS / 4u; e += WORKGROUP) {
     vec4 sum = vec4(0.0);
     [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) sum += partial_v4[(tile * SPLIT_K + s) * (TILE_ELEMENTS / 4u) + e];
     uint t = gl_WorkGroupID.y * TILE_T + 4u * e / TILE_N, n0 = gl_WorkGroupID.x * TILE_N + 4u * e % TILE_N;
     [[unroll]] for (uint c = 0; c < 4u; ++c) writeOutput(t, n0 + c, sum[c]);
   }
-#endif
   return;
 #endif
 
