@@ -5,7 +5,7 @@
 #include "runtime/exec/WeightLoader.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
-#include "test/e2e/ToolRun.h"
+#include "test/e2e/FixturePlan.h"
 
 #include <gtest/gtest.h>
 
@@ -22,22 +22,14 @@ class LastRowLogitsTest : public ::testing::TestWithParam<const char *> {};
 TEST_P(LastRowLogitsTest, EqualTheLastRowOfAFullPrefill) {
   const std::string model = GetParam();
   fs::path fixture = testData() / "fixtures/models" / model;
-  fs::path plan =
-      fs::temp_directory_path() / ("gerbil-last-row-" + model + std::to_string(::getpid()) + ".plan");
-  Result compiled = run((binDir() / "gerbilc").string() + " " + (fixture / "config.json").string() + " -o " +
-                        plan.string() + " --dtype f32 --max-seq 64 --prefill-chunk 16");
-  ASSERT_EQ(compiled.code, 0) << compiled.output;
-  plan::Plan p = plan::readFile(plan.string());
-  fs::remove(plan);
+  plan::Plan p;
+  ASSERT_NO_FATAL_FAILURE(compileFixture(fixture, "--dtype f32 --max-seq 64 --prefill-chunk 16", p));
   ASSERT_GE(p.lastRowLogits.prefill, 0) << "the plan pairs no one-row logits dispatch";
   ASSERT_EQ(p.prefill[size_t(p.lastRowLogits.prefill)].label, "lm_head");
 
-  std::unique_ptr<vk::Context> context;
-  try {
-    context = std::make_unique<vk::Context>(vk::ContextOptions{});
-  } catch (const vk::NoDeviceError &e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string noDevice;
+  std::unique_ptr<vk::Context> context = contextOrNull(noDevice);
+  if (!context) GTEST_SKIP() << noDevice;
   weights::Checkpoint checkpoint = weights::Checkpoint::open(fixture.string());
   exec::Executor executor(*context, p, exec::uploadWeights(*context, p, checkpoint, nullptr));
   const size_t vocab = size_t(p.model.vocabSize);

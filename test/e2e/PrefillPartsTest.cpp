@@ -5,7 +5,7 @@
 #include "runtime/exec/WeightLoader.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
-#include "test/e2e/ToolRun.h"
+#include "test/e2e/FixturePlan.h"
 
 #include <gtest/gtest.h>
 
@@ -16,19 +16,12 @@ namespace {
 
 TEST(PrefillPartsTest, MatchOneSubmission) {
   fs::path fixture = testData() / "fixtures/models/llama-tiny";
-  fs::path plan = fs::temp_directory_path() / ("gerbil-prefill-parts" + std::to_string(::getpid()) + ".plan");
-  Result compiled = run((binDir() / "gerbilc").string() + " " + (fixture / "config.json").string() + " -o " +
-                        plan.string() + " --dtype f32 --max-seq 64 --prefill-chunk 16");
-  ASSERT_EQ(compiled.code, 0) << compiled.output;
-  plan::Plan p = plan::readFile(plan.string());
-  fs::remove(plan);
+  plan::Plan p;
+  ASSERT_NO_FATAL_FAILURE(compileFixture(fixture, "--dtype f32 --max-seq 64 --prefill-chunk 16", p));
 
-  std::unique_ptr<vk::Context> context;
-  try {
-    context = std::make_unique<vk::Context>(vk::ContextOptions{});
-  } catch (const vk::NoDeviceError &e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string noDevice;
+  std::unique_ptr<vk::Context> context = contextOrNull(noDevice);
+  if (!context) GTEST_SKIP() << noDevice;
   weights::Checkpoint checkpoint = weights::Checkpoint::open(fixture.string());
   exec::Executor executor(*context, p, exec::uploadWeights(*context, p, checkpoint, nullptr));
   std::vector<int32_t> prompt;
