@@ -1,7 +1,6 @@
 #include "runtime/exec/Executor.h"
 
 #include <chrono>
-
 #include <cstring>
 #include <string>
 

@@ -88,12 +88,22 @@ struct Staged {
 };
 
 // COOP_DIAG_NO_GLOBAL (gerbil-kernel-bench only): no global loads, to time the rest. COOP_DIAG_HALF_X: half
-// of each x chunk loaded (the other half a copy), to time x in f16 instead of f32. Both give wrong results.
+// of each x chunk loaded (the other half a copy), to time x in f16 instead of f32. COOP_DIAG_NO_FRAGMENT_LOADS:
+// the products reuse the fragments of the first slice instead of loading each slice's from shared memory,
+// to time the tensor-core products and the staging without them. All give wrong results.
 #ifndef COOP_DIAG_NO_GLOBAL
 #define COOP_DIAG_NO_GLOBAL 0
 #endif
 #ifndef COOP_DIAG_HALF_X
 #define COOP_DIAG_HALF_X 0
+#endif
+#ifndef COOP_DIAG_NO_FRAGMENT_LOADS
+#define COOP_DIAG_NO_FRAGMENT_LOADS 0
+#endif
+// COOP_FRAGMENT_PIPELINE: a slice's fragments for step kk + FRAG are loaded before the products of step kk
+// (a variant to time: whether the driver already overlaps them).
+#ifndef COOP_FRAGMENT_PIPELINE
+#define COOP_FRAGMENT_PIPELINE 0
 #endif
 
 #if MODE_GATE_UP
@@ -191,8 +201,41 @@ void storeSlice(uint slot, Staged st) {
   }
 }
 
+// A subgroup's fragments of step kk of the slice in buffer `slot` (the timing variants below).
+void loadFragments(uint slot, uint kk, uint warpT, uint warpN, out FragA a[FRAGS_T], out FragB b[FRAGS_N]) {
+  [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
+    coopMatLoadNV(a[i], xTile_[slot], (warpT * WARP_T + i * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, false);
+  [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
+    coopMatLoadNV(b[j], wTile_[slot], (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
+}
+#if COOP_DIAG_NO_FRAGMENT_LOADS
+FragA diagA_[TILE_K / FRAG][FRAGS_T];
+FragB diagB_[TILE_K / FRAG][FRAGS_N];
+bool diagLoaded_ = false;
+#endif
 // The products of the slice in buffer `slot`: each subgroup's FRAGS_T x FRAGS_N fragments.
 void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uint warpN) {
+#if COOP_DIAG_NO_FRAGMENT_LOADS
+  if (!diagLoaded_) {
+    [[unroll]] for (uint kk = 0; kk < TILE_K; kk += FRAG) loadFragments(slot, kk, warpT, warpN, diagA_[kk / FRAG], diagB_[kk / FRAG]);
+    diagLoaded_ = true;
+  }
+  [[unroll]] for (uint kk = 0; kk < TILE_K; kk += FRAG)
+    [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
+      [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
+        acc[i][j] = coopMatMulAddNV(diagA_[kk / FRAG][i], diagB_[kk / FRAG][j], acc[i][j]);
+#elif COOP_FRAGMENT_PIPELINE
+  FragA a[2][FRAGS_T];
+  FragB b[2][FRAGS_N];
+  loadFragments(slot, 0u, warpT, warpN, a[0], b[0]);
+  [[unroll]] for (uint kk = 0; kk < TILE_K; kk += FRAG) {
+    const uint now = (kk / FRAG) % 2u;
+    if (kk + FRAG < TILE_K) loadFragments(slot, kk + FRAG, warpT, warpN, a[1u - now], b[1u - now]);
+    [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
+      [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a[now][i], b[now][j], acc[i][j]);
+  }
+#else
+  // The loads written out here rather than through loadFragments: the code the H200 timings are of.
   [[unroll]] for (uint kk = 0; kk < TILE_K; kk += FRAG) {
     FragA a[FRAGS_T];
     FragB b[FRAGS_N];
@@ -203,6 +246,7 @@ void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uin
     [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
       [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
   }
+#endif
 }
 
 #if !MODE_GATE_UP && !MODE_QKV
