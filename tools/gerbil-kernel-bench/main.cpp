@@ -419,7 +419,7 @@ int main(int argc, char **argv) {
       double ms = bench.time(source, data, codegen::attentionGrid(spec, static_cast<uint32_t>(tokens), coop),
                              static_cast<uint32_t>(tokens));
       // Causal: query t sees firstPosition + t + 1 keys; a key costs 2 · headDim flops for the score and as
-      // many for the value (the two-pass kernels compute the scores twice: not counted).
+      // many for the value (masked keys are not counted).
       double keys = double(tokens) * double(firstPosition) + double(tokens) * double(tokens + 1) / 2.0;
       out.update({{"kernel", "attention-prefill"},
                   {"heads", heads},

@@ -128,7 +128,7 @@ void combineSplits(FragC o[D_FRAGS], uint head, uint split, uint runs, uint warp
   }
   memoryBarrierBuffer();
   barrier();
-  // Whether this workgroup adds the shares, in the score tiles (free since the last pass ended).
+  // Whether this workgroup adds the shares, in the score tiles (free since the loop over the keys ended).
   if (gl_LocalInvocationIndex == 0u) sTile_[0][0] = atomicAdd(counters[tile], 1) == int(runs) - 1 ? 1.0 : 0.0;
   barrier();
   if (sTile_[0][0] == 0.0) return;
