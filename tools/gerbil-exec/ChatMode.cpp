@@ -90,8 +90,7 @@ int runChat(const Options &options, Clock::time_point started) {
       std::fprintf(stderr, "gerbil-exec: warning: %s never reads '%s': --template-var %s changes nothing\n",
                    chatTemplate.name().c_str(), name.c_str(), name.c_str());
   const bool terminal = isatty(fileno(stdin)) && isatty(fileno(stderr));
-  LoadedModel loaded(model.plan, model.weightsDir, options.device, options.validation,
-                     !options.json && terminal);
+  LoadedModel loaded(model.plan, model.weightsDir, options, !options.json && terminal);
   exec::Executor &executor = loaded.executor();
   const uint64_t maxSequence = model.plan.limits.maxSequence;
   Conversation conversation(chatTemplate, model.tokenizer, chatOptions, maxSequence, options.maxNewTokens);

@@ -52,8 +52,7 @@ int runIds(const Options &options, Clock::time_point started) {
                              " new tokens exceed the plan's --max-seq " +
                              std::to_string(plan.limits.maxSequence));
   bool interactive = !options.json && isatty(fileno(stderr));
-  LoadedModel model(plan, weightsFolder(plan, options.weights), options.device, options.validation,
-                    interactive);
+  LoadedModel model(plan, weightsFolder(plan, options.weights), options, interactive);
 
   exec::GenerationOptions generation;
   generation.maxNewTokens = options.maxNewTokens;

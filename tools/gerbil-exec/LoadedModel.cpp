@@ -14,15 +14,16 @@ std::string weightsFolder(const plan::Plan &plan, const std::string &weightsOpti
   return std::filesystem::path(plan.model.configPath).parent_path().string();
 }
 
-LoadedModel::LoadedModel(const plan::Plan &plan, const std::string &weightsDir, int device, bool validation,
+LoadedModel::LoadedModel(const plan::Plan &plan, const std::string &weightsDir, const Options &options,
                          bool showProgress) {
   weights::Checkpoint checkpoint = weights::Checkpoint::open(weightsDir);
   for (const std::string &name : exec::checkCheckpoint(plan, checkpoint))
     std::cerr << "gerbil-exec: warning: tensor '" << name << "' of the checkpoint is not used by the plan\n";
 
   vk::ContextOptions contextOptions;
-  contextOptions.deviceIndex = device;
-  contextOptions.validation = validation;
+  contextOptions.deviceIndex = options.device;
+  contextOptions.validation = options.validation;
+  contextOptions.spinWaitMicroseconds = options.spinWaitMicroseconds;
   contextOptions.extensions = plan.requires_.deviceExtensions;
   context_ = std::make_unique<vk::Context>(contextOptions);
   exec::checkDevice(plan, context_->info());

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "runtime/exec/Executor.h"
+#include "tools/gerbil-exec/Options.h"
 
 #include <memory>
 #include <string>
@@ -13,7 +14,8 @@ public:
   // Opens the checkpoint in `weightsDir` and checks it against the plan (warning about unused tensors),
   // creates the device context, checks the device and its memory and uploads the weights, showing progress on
   // a terminal. Throws WeightError, RuntimeError or VulkanError.
-  LoadedModel(const plan::Plan &plan, const std::string &weightsDir, int device, bool validation,
+  // The device is options' --device, with --validation and --spin-wait.
+  LoadedModel(const plan::Plan &plan, const std::string &weightsDir, const Options &options,
               bool showProgress);
 
   exec::Executor &executor() { return *executor_; }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct Options {
   // Output and device.
   bool json = false, listDevices = false, deviceInfo = false, validation = false;
   int device = -1;
+  std::optional<uint32_t> spinWaitMicroseconds; // unset: the runtime's default (vk::ContextOptions)
 };
 
 void addOptions(CLI::App &app, Options &options);

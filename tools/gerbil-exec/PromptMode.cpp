@@ -39,7 +39,7 @@ int runPrompt(const Options &options, Clock::time_point started) {
                              " new tokens exceed the plan's --max-seq " +
                              std::to_string(model.plan.limits.maxSequence));
   bool interactive = !options.json && isatty(fileno(stderr));
-  LoadedModel loaded(model.plan, model.weightsDir, options.device, options.validation, interactive);
+  LoadedModel loaded(model.plan, model.weightsDir, options, interactive);
 
   TextRequest request;
   request.maxNewTokens = options.maxNewTokens;
