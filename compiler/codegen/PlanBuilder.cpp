@@ -302,7 +302,7 @@ private:
     auto producer = v ? v.getDefiningOp<gd::DispatchOp>() : gd::DispatchOp();
     if (!producer || v.use_empty() || rowWidth(v) % 8 != 0) return false;
     const llvm::StringRef family = producer.getKernel();
-    if (family != "attention_coop" && family != std::string(gd::kGateUpKernel) + gd::kCoopSuffix)
+    if (family != gd::kCoopAttentionKernel && family != std::string(gd::kGateUpKernel) + gd::kCoopSuffix)
       return false;
     for (OpOperand &use : v.getUses()) {
       auto reader = llvm::dyn_cast<gd::DispatchOp>(use.getOwner());
@@ -482,7 +482,7 @@ private:
           // Prefill: tiles of queries (attention_prefill.glsl); decode: split over the cached positions
           // (attention_decode.glsl).
           if (decode) return specifyDecodeAttention(k, a);
-          const bool coop = family == "attention_coop";
+          const bool coop = family == gd::kCoopAttentionKernel;
           AttentionSpec spec = attentionSpec(a);
           spec.halfResult = coop && handsOverHalf(yieldedResult(dispatch, a.getResult()));
           k.source = attentionKernel(spec, coop);

@@ -180,7 +180,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         KernelChoice c = choice(ctx, "attention", kAttentionWorkgroup, constant(attn.getNumHeads()),
                                 tokens.ceilDiv(kAttentionQueryTile));
         if (profile.cooperativeMatrix && fitsCoopAttention(attn.getHeadDim()) && modelHasHalfWeights(attn)) {
-          c = choice(ctx, "attention_coop", 32 * kCoopAttentionWarps, constant(attn.getNumHeads()),
+          c = choice(ctx, kCoopAttentionKernel, 32 * kCoopAttentionWarps, constant(attn.getNumHeads()),
                      tokens.ceilDiv(kCoopAttentionQueryTile));
           c.grid = AffineMap::get(0, 1,
                                   {c.grid.getResult(0), c.grid.getResult(1),

@@ -39,6 +39,8 @@ KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
 // input between them; the group's RoPE and KV-cache write still run after it, op by op. std::nullopt:
 // prefill runs every op of the group on its own.
 inline constexpr const char *kCoopSuffix = "_coop";
+// The family of prefill attention on cooperative matrices (attention_prefill_coop.glsl).
+inline constexpr const char *kCoopAttentionKernel = "attention_coop";
 std::optional<KernelChoice> groupPrefillKernel(DispatchOp group, const TargetProfile &profile);
 // The tiling of that launch (its gate/up variant needs subgroup blocks of whole gate/up fragment pairs): k
 // the reduction width, n the outputs of each of gate and up, or the rows of q, and nK, nV those of k and v.
