@@ -80,15 +80,6 @@ KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) 
   return decodeOnly(ctx, kGateUpKernel, shape.workgroup, ceilDiv(n, shape.outputs()));
 }
 
-CoopMatMulTiling mlir::gerbil::groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t k,
-                                                  int64_t n, int64_t nK, int64_t nV) {
-  // Gate/up tiles hold gate and up rows of TILE_N / 2 outputs: tiled like a matmul of 2n rows; q/k/v like
-  // one of all their rows.
-  CoopMatMulTiling tiling = coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
-  tiling.splitK = 1; // their epilogues need whole sums
-  return tiling;
-}
-
 std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, const TargetProfile &profile) {
   StringRef kernel = group.getKernel();
   const bool qkv = kernel == kQKVKernel, gateUp = kernel == kGateUpKernel;

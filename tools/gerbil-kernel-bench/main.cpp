@@ -329,10 +329,9 @@ int main(int argc, char **argv) {
       spec.eps = 1e-5, spec.halfInput = halfInput;
       spec.variant = profile.cooperativeMatrix ? codegen::MatMulVariant::Coop : codegen::MatMulVariant::Tiled;
       spec.coopTiling = mlir::gerbil::coopTilingFor(profile, n, k);
-      if (gateUpMatMul) { // tiled like a matmul of its 2n rows, unsplit (KernelCatalog's groupPrefillTiling)
+      if (gateUpMatMul) { // tiled as plans tile it
         spec.mode = codegen::MatMulMode::GateUp;
-        spec.coopTiling = mlir::gerbil::coopTilingFor(profile, 2 * n, k);
-        spec.coopTiling.splitK = 1;
+        spec.coopTiling = mlir::gerbil::groupPrefillTiling(profile, true, k, n);
       }
       codegen::KernelSource source = codegen::matmulKernel(spec);
       const codegen::SplitKScratch split = codegen::splitKScratch(spec, tokens);

@@ -41,11 +41,9 @@ KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
 inline constexpr const char *kCoopSuffix = "_coop";
 // The family of prefill attention on cooperative matrices (attention_prefill_coop.glsl).
 inline constexpr const char *kCoopAttentionKernel = "attention_coop";
+// Its tiling is groupPrefillTiling (TargetProfile.h); a gate/up launch also needs subgroup blocks of whole
+// gate/up fragment pairs.
 std::optional<KernelChoice> groupPrefillKernel(DispatchOp group, const TargetProfile &profile);
-// The tiling of that launch (its gate/up variant needs subgroup blocks of whole gate/up fragment pairs): k
-// the reduction width, n the outputs of each of gate and up, or the rows of q, and nK, nV those of k and v.
-CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t k, int64_t n,
-                                    int64_t nK = 0, int64_t nV = 0);
 
 // Whether a matmul of reduction width k may run on cooperative matrices under `profile` (matmul_coop.glsl
 // loads 16 bytes of weights at a time); it also needs f16 or bf16 weights on the device.

@@ -96,6 +96,16 @@ inline int64_t coopGateUpColumns(const CoopMatMulTiling &tiling, int64_t n) {
 inline int64_t coopQKVColumns(const CoopMatMulTiling &tiling, int64_t nq, int64_t nk, int64_t nv) {
   return coopTiles(tiling, nq) + coopTiles(tiling, nk) + coopTiles(tiling, nv);
 }
+// The tiling of a grouped projection's one prefill launch (kernel catalog's groupPrefillKernel): k the
+// reduction width, n the outputs of each of gate and up, or the rows of q, and nK, nV those of k and v.
+// Gate/up tiles hold gate and up rows of TILE_N / 2 outputs: tiled like a matmul of 2n rows; q/k/v like one
+// of all their rows. Never split over K: their epilogues need whole sums.
+inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t k, int64_t n,
+                                           int64_t nK = 0, int64_t nV = 0) {
+  CoopMatMulTiling tiling = coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
+  tiling.splitK = 1;
+  return tiling;
+}
 
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = {
