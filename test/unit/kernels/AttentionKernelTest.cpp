@@ -107,14 +107,7 @@ protected:
       // NaN (in both halves of a word for f16 results): every output must be written again.
       ctx_->fill(buffers[3], spec.halfResult ? 0x7e007e00u : 0x7fc00000u);
       run(spirv, buffers, codegen::attentionGrid(spec, t, coop), t, "attention test kernel");
-      std::vector<float> result(q.size());
-      if (spec.halfResult) {
-        std::vector<_Float16> halves(q.size());
-        ctx_->download(buffers[3], 0, halves.data(), halves.size() * sizeof(_Float16));
-        std::copy(halves.begin(), halves.end(), result.begin());
-      } else {
-        result = download(buffers[3], q.size());
-      }
+      const std::vector<float> result = download(buffers[3], q.size(), spec.halfResult);
       // f16 operands: a score is off by up to ~1e-3 of its size, a probability by 1e-3 relative (and an f16
       // result by 1/2048 of its size).
       const double tolerance = coop ? 1.5e-2 : 1e-4;

@@ -116,9 +116,16 @@ protected:
     buffers.push_back(state(0));
     return buffers;
   }
-  std::vector<float> download(const vk::Buffer &b, size_t floats) {
-    std::vector<float> values(floats);
-    ctx_->download(b, 0, values.data(), floats * 4);
+  // `count` values of a buffer of f32, or with `half` of f16, as floats.
+  std::vector<float> download(const vk::Buffer &b, size_t count, bool half = false) {
+    std::vector<float> values(count);
+    if (!half) {
+      ctx_->download(b, 0, values.data(), count * 4);
+      return values;
+    }
+    std::vector<_Float16> halves(count);
+    ctx_->download(b, 0, halves.data(), count * sizeof(_Float16));
+    std::copy(halves.begin(), halves.end(), values.begin());
     return values;
   }
 

@@ -232,11 +232,10 @@ TEST_F(MatMulKernelTest, NormalizedRowsMatchTheReference) {
     buffers.push_back(state(0));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
     run(spirv, buffers, {t, 1, 1}, t, "norm rows test kernel");
-    std::vector<_Float16> result(t * k);
-    ctx_->download(buffers[2], 0, result.data(), result.size() * sizeof(_Float16));
+    const std::vector<float> result = download(buffers[2], t * k, true);
     const std::vector<_Float16> expected = normalizedHalfRows(x, g, t, k, eps);
     for (size_t i = 0; i < result.size(); ++i) // f32 against double arithmetic: one f16 step at most
-      ASSERT_NEAR(float(result[i]), float(expected[i]), std::abs(float(expected[i])) / 1024 + 1e-6)
+      ASSERT_NEAR(result[i], float(expected[i]), std::abs(float(expected[i])) / 1024 + 1e-6)
           << "K=" << k << ", row " << i / k << ", element " << i % k;
   }
   EXPECT_THROW(codegen::normalizedRowsKernel(36, 1e-6), codegen::CodegenError); // not whole 16-byte words
@@ -308,14 +307,8 @@ protected:
     double tolerance = 1e-5 * double(k) + 1e-4 + 4e-3 * std::sqrt(double(k));
     for (size_t r = 0; r < (gateUp ? 1u : rows.size()); ++r) {
       const int64_t n = rows[r];
-      std::vector<float> result(t * n);
-      if (spec.halfResult) { // f16, as the down projection reads it
-        std::vector<_Float16> halves(t * n);
-        ctx_->download(buffers[firstResult + r], 0, halves.data(), halves.size() * sizeof(_Float16));
-        std::copy(halves.begin(), halves.end(), result.begin());
-      } else {
-        result = download(buffers[firstResult + r], t * n);
-      }
+      // With halfResult in f16, as the down projection reads it.
+      const std::vector<float> result = download(buffers[firstResult + r], t * n, spec.halfResult);
       for (uint32_t row = 0; row < t; ++row)
         for (int64_t col = 0; col < n; ++col) {
           double expected = 0;
