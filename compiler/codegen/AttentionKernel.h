@@ -17,7 +17,8 @@ struct AttentionSpec {
   int64_t keySplits = 0;
   // The tensor-core prefill kernel's keys staged at a time; 0: the catalog's (coopAttentionKeyTile).
   int64_t keyTile = 0;
-  // The tensor-core prefill kernel: the result in f16 (two dims a word), for a Coop matmul with halfInput.
+  // The tensor-core prefill kernel: the result in f16 (8 dims a 16-byte word), for a Coop matmul with
+  // halfInput.
   bool halfResult = false;
 };
 
@@ -31,7 +32,7 @@ std::array<uint32_t, 3> attentionGrid(const AttentionSpec &spec, uint32_t tokens
 
 // The tensor-core kernel binds two more: partial and counters (scratch). For steps of up to maxTokens
 // queries they hold a counter per (head, query tile), zeroed before the first launch and returned to 0 by
-// each tile's last split, and every split's normalised output and row maxima and sums.
+// each tile's last split, and every split's output (not yet divided by its sums) and row maxima and sums.
 struct AttentionScratch {
   uint64_t counterBytes = 0, partialBytes = 0;
 };
