@@ -72,9 +72,6 @@ const uint STAGE_PER_INVOCATION = (STAGE_WORDS + WORKGROUP - 1u) / WORKGROUP;
 struct StagedKeys {
   vec4 k[STAGE_PER_INVOCATION][2], v[STAGE_PER_INVOCATION][2];
 };
-uvec4 packWord(vec4 a, vec4 b) {
-  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
-}
 void loadKeys(uint kvHead, uint key0, uint lastKey, out StagedKeys st) {
   [[unroll]] for (uint i = 0; i < STAGE_PER_INVOCATION; ++i) {
     uint w = gl_LocalInvocationIndex + i * WORKGROUP;
@@ -91,8 +88,8 @@ void storeKeys(StagedKeys st) {
     uint w = gl_LocalInvocationIndex + i * WORKGROUP;
     if (w >= STAGE_WORDS) break;
     uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u);
-    kTile_[r * ROW_WORDS + c] = packWord(st.k[i][0], st.k[i][1]);
-    vTile_[r * ROW_WORDS + c] = packWord(st.v[i][0], st.v[i][1]);
+    kTile_[r * ROW_WORDS + c] = packHalf8(st.k[i][0], st.k[i][1]);
+    vTile_[r * ROW_WORDS + c] = packHalf8(st.v[i][0], st.v[i][1]);
   }
 }
 // This subgroup's scores against the staged keys, into sTile_[warp] (row = query, column = key).
@@ -171,8 +168,7 @@ const uint HALF = KV_TILE / 2u;  // the score columns of each of a row's two lan
 void accumulateValues(uint warp, uint row, uint half_, float p[HALF], inout FragC o[D_FRAGS]) {
   [[unroll]] for (uint c = 0; c < HALF; c += 8u)
     pTile_[warp][row * P_WORDS + (half_ * HALF + c) / 8u] =
-        uvec4(packHalf2x16(vec2(p[c], p[c + 1u])), packHalf2x16(vec2(p[c + 2u], p[c + 3u])),
-              packHalf2x16(vec2(p[c + 4u], p[c + 5u])), packHalf2x16(vec2(p[c + 6u], p[c + 7u])));
+        packHalf8(vec4(p[c], p[c + 1u], p[c + 2u], p[c + 3u]), vec4(p[c + 4u], p[c + 5u], p[c + 6u], p[c + 7u]));
   subgroupMemoryBarrierShared();
   subgroupBarrier();
   [[unroll]] for (uint a = 0; a < K_FRAGS; ++a) {
@@ -241,8 +237,8 @@ void main() {
       a = q_v4[at] * SCALE;
       b = q_v4[at + 1u] * SCALE;
     }
-    if (r < KV_TILE) kTile_[r * ROW_WORDS + c] = packWord(a, b);
-    else vTile_[(r - KV_TILE) * ROW_WORDS + c] = packWord(a, b);
+    if (r < KV_TILE) kTile_[r * ROW_WORDS + c] = packHalf8(a, b);
+    else vTile_[(r - KV_TILE) * ROW_WORDS + c] = packHalf8(a, b);
   }
   barrier();
   FragA q[D_FRAGS];
@@ -319,10 +315,9 @@ void main() {
     {  // one 16-byte word of 8 halves a lane: half a row of the fragment
       uint e = 8u * lane, t = t0 + warp * FRAG + e / FRAG;
       if (t < step_.tokens) {
-        uvec4 word;
-        [[unroll]] for (uint c = 0; c < 4u; ++c)
-          word[c] = packHalf2x16(vec2(sTile_[warp][e + 2u * c], sTile_[warp][e + 2u * c + 1u]) * outputScale);
-        result_v4[((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG) / 8u] = word;
+        vec4 a = vec4(sTile_[warp][e], sTile_[warp][e + 1u], sTile_[warp][e + 2u], sTile_[warp][e + 3u]);
+        vec4 b = vec4(sTile_[warp][e + 4u], sTile_[warp][e + 5u], sTile_[warp][e + 6u], sTile_[warp][e + 7u]);
+        result_v4[((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG) / 8u] = packHalf8(a * outputScale, b * outputScale);
       }
     }
 #else

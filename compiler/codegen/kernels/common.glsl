@@ -78,3 +78,9 @@ vec2 rotaryCosSin(float position, float invFreq) {
   float reduced = (angle - turns * 6.28125) - turns * 0.0019353071795864769;
   return vec2(cos(reduced), sin(reduced));
 }
+
+// Eight values rounded to f16, as one 16-byte word (a then b, lowest half first): the f16 rows and tiles
+// that the tensor-core kernels stage and hand over.
+uvec4 packHalf8(vec4 a, vec4 b) {
+  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+}

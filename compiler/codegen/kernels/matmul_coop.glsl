@@ -185,8 +185,7 @@ void storeSlice(uint slot, Staged st) {
     a *= scale * st.g[i][0];
     b *= scale * st.g[i][1];
 #endif
-    xTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] =
-        uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+    xTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] = packHalf8(a, b);
 #endif
   }
   [[unroll]] for (uint i = 0; i < W_CHUNKS; ++i) {

@@ -14,6 +14,6 @@ void main() {
   for (uint i = gl_LocalInvocationID.x; i < K / 8u; i += WORKGROUP) {
     vec4 a = x_v4[row * (K / 4u) + 2u * i] * scale * g_v4[2u * i];
     vec4 b = x_v4[row * (K / 4u) + 2u * i + 1u] * scale * g_v4[2u * i + 1u];
-    result_v4[row * (K / 8u) + i] = uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+    result_v4[row * (K / 8u) + i] = packHalf8(a, b);
   }
 }
