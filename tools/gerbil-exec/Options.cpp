@@ -60,7 +60,9 @@ void addOptions(CLI::App &app, Options &o) {
   app.add_option("--spin-wait", o.spinWaitMicroseconds,
                  "Microseconds to poll for the GPU before a wait blocks (0: block at once, the least CPU; "
                  "default " +
-                     std::to_string(vk::kDefaultSpinWaitMicroseconds) + ", 0 on CPU devices)");
+                     std::to_string(vk::kDefaultSpinWaitMicroseconds) + ", 0 on CPU devices)")
+      ->check(cli::unsignedInteger())
+      ->check(cli::number(0, false, std::numeric_limits<uint32_t>::max()));
   app.footer(
       "Examples:\n"
       "  gerbilc MODEL/config.json -o model.plan       compile once (MODEL: a HuggingFace model folder)\n"
