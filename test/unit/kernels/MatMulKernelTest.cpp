@@ -357,23 +357,26 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
 TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
   // gerbil-kernel-bench's --define variants of the tensor-core loop (COOP_FRAGMENT_PIPELINE, a timing
   // candidate; COOP_DIAG_*, diagnostics with wrong results) compile to valid SPIR-V for a plain, a gate/up
-  // and a q/k/v matmul, so that a sweep on the GPU does not find them broken.
+  // and a q/k/v matmul, on 4 and 16 subgroups, so that a sweep on the GPU does not find them broken.
   codegen::ShaderCompiler compiler;
-  for (const char *define : {"COOP_FRAGMENT_PIPELINE", "COOP_DIAG_NO_FRAGMENT_LOADS", "COOP_DIAG_NO_GLOBAL"})
-    for (MatMulMode mode : {MatMulMode::Single, MatMulMode::GateUp, MatMulMode::QKV}) {
-      MatMulSpec spec;
-      spec.variant = MatMulVariant::Coop;
-      spec.coopTiling = mlir::gerbil::findTargetProfile("nvidia")->coopTiling;
-      spec.weight = plan::DType::F16;
-      spec.mode = mode;
-      spec.k = 256;
-      spec.n = 256;
-      spec.nK = spec.nV = 64;
-      spec.halfInput = mode != MatMulMode::Single;
-      codegen::KernelSource source = codegen::matmulKernel(spec);
-      source.defines.emplace_back(define, "1");
-      EXPECT_FALSE(compiler.compile(codegen::writeKernel(source), define).empty()) << define;
-    }
+  for (const char *target : {"nvidia", "nvidia:128x256x32:4x4:1", "nvidia:128x256x32:2x8:1"})
+    for (const char *define :
+         {"COOP_FRAGMENT_PIPELINE", "COOP_DIAG_NO_FRAGMENT_LOADS", "COOP_DIAG_NO_GLOBAL"})
+      for (MatMulMode mode : {MatMulMode::Single, MatMulMode::GateUp, MatMulMode::QKV}) {
+        MatMulSpec spec;
+        spec.variant = MatMulVariant::Coop;
+        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+        spec.weight = plan::DType::F16;
+        spec.mode = mode;
+        spec.k = 256;
+        spec.n = 256;
+        spec.nK = spec.nV = 64;
+        spec.halfInput = mode != MatMulMode::Single;
+        codegen::KernelSource source = codegen::matmulKernel(spec);
+        source.defines.emplace_back(define, "1");
+        EXPECT_FALSE(compiler.compile(codegen::writeKernel(source), define).empty())
+            << target << " " << define;
+      }
 }
 
 TEST(MatMulKernelSpec, RefusesShapesItCannotTake) {
