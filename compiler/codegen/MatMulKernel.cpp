@@ -1,5 +1,7 @@
 #include "compiler/codegen/MatMulKernel.h"
 
+#include <algorithm>
+
 #include "compiler/codegen/ShaderCompiler.h"
 
 #include "gerbil/Passes/KernelShapes.h"
@@ -51,9 +53,11 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     k.needsFloat16 = true;
     k.needsVulkanMemoryModel = true; // glslang compiles GL_NV_cooperative_matrix with it
     k.subgroupSize = 32;
-    // `stages` f16 slices of x and w (rows padded by 8 halves) and one f32 fragment per subgroup.
-    k.sharedMemoryBytes = static_cast<uint32_t>(t.stages * (t.tileT + t.tileN) * (t.tileK + 8) * 2 +
-                                                t.workgroup() / 32 * 16 * 16 * 4);
+    // `stages` f16 slices of x and w (rows padded by 8 halves), whose memory then holds one f32 fragment
+    // per subgroup for the epilogue; the norm prologue's row scales.
+    const int64_t slices = t.stages * (t.tileT + t.tileN) * (t.tileK + 8) * 2;
+    const int64_t fragments = t.workgroup() / 32 * 16 * 16 * 4;
+    k.sharedMemoryBytes = static_cast<uint32_t>(std::max(slices, fragments) + (spec.norm ? t.tileT * 4 : 0));
     break;
   }
   }

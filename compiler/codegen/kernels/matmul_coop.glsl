@@ -64,13 +64,22 @@ const uint CHUNKS = TILE_K / 8u;  // 16-byte chunks per staged row
 #define FragB fcoopmatNV<16, gl_ScopeSubgroup, FRAG, FRAG>
 #define FragC fcoopmatNV<32, gl_ScopeSubgroup, FRAG, FRAG>
 
-shared uvec4 xTile_[COOP_STAGES][TILE_T * ROW_WORDS];  // [token][k]: A, row-major
-shared uvec4 wTile_[COOP_STAGES][TILE_N * ROW_WORDS];  // [n][k]: B, column-major
-// One 16 × 16 f32 fragment per subgroup, through which the epilogue writes the accumulators with bounds
-// checks and the residual. Until then its first TILE_T words hold the RMS scales of the tile's rows
-// (NORM_PROLOGUE).
-shared float scratch_[WARPS_T * WARPS_N * FRAG * FRAG];
-#define rowScale_ scratch_
+// Each stage holds the x slice ([token][k]: A, row-major) and then the weight slice ([n][k]: B,
+// column-major), at xAt(slot) and wAt(slot) of tiles_.
+const uint X_WORDS = TILE_T * ROW_WORDS, STAGE_WORDS = (TILE_T + TILE_N) * ROW_WORDS;
+uint xAt(uint slot) { return slot * STAGE_WORDS; }
+uint wAt(uint slot) { return slot * STAGE_WORDS + X_WORDS; }
+// The epilogue writes the accumulators with bounds checks and the residual through one 16 × 16 f32
+// fragment a subgroup. After the loop's last barrier the staged slices are dead, so the fragments take
+// their memory: 16 subgroups' fragments (16 KiB) would not fit in 48 KiB beside two stages of 128 × 128
+// slices.
+const uint EPILOGUE_FLOATS = WARPS_T * WARPS_N * FRAG * FRAG;
+shared uvec4 tiles_[max(COOP_STAGES * STAGE_WORDS, EPILOGUE_FLOATS / 4u)];
+#define storeEpilogue(fragment, at) coopMatStoreNV(fragment, tiles_, (at) / 4u, FRAG / 4u, false)
+#define epilogue(e) uintBitsToFloat(tiles_[(e) / 4u][(e) % 4u])
+#if NORM_PROLOGUE
+shared float rowScale_[TILE_T];  // the RMS scales of the tile's rows
+#endif
 
 // A slice is staged in two halves: the global loads into registers (issued before the products of the
 // previous slice, so that their latency hides behind them) and, after the products, the arithmetic on them
@@ -177,7 +186,7 @@ void storeSlice(uint slot, Staged st) {
   [[unroll]] for (uint i = 0; i < X_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
 #if X_HALF
-    xTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] = st.x[i];
+    tiles_[xAt(slot) + (c / CHUNKS) * ROW_WORDS + c % CHUNKS] = st.x[i];
 #else
     vec4 a = st.x[i][0], b = st.x[i][1];
 #if NORM_PROLOGUE
@@ -185,17 +194,17 @@ void storeSlice(uint slot, Staged st) {
     a *= scale * st.g[i][0];
     b *= scale * st.g[i][1];
 #endif
-    xTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] = packHalf8(a, b);
+    tiles_[xAt(slot) + (c / CHUNKS) * ROW_WORDS + c % CHUNKS] = packHalf8(a, b);
 #endif
   }
   [[unroll]] for (uint i = 0; i < W_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
 #if W_BF16
     uvec4 p = st.w[i];
-    wTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] =
+    tiles_[wAt(slot) + (c / CHUNKS) * ROW_WORDS + c % CHUNKS] =
         uvec4(bf16PairToHalf(p.x), bf16PairToHalf(p.y), bf16PairToHalf(p.z), bf16PairToHalf(p.w));
 #else
-    wTile_[slot][(c / CHUNKS) * ROW_WORDS + c % CHUNKS] = st.w[i];
+    tiles_[wAt(slot) + (c / CHUNKS) * ROW_WORDS + c % CHUNKS] = st.w[i];
 #endif
   }
 }
@@ -203,9 +212,9 @@ void storeSlice(uint slot, Staged st) {
 // A subgroup's fragments of step kk of the slice in buffer `slot` (the timing variants below).
 void loadFragments(uint slot, uint kk, uint warpT, uint warpN, out FragA a[FRAGS_T], out FragB b[FRAGS_N]) {
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
-    coopMatLoadNV(a[i], xTile_[slot], (warpT * WARP_T + i * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, false);
+    coopMatLoadNV(a[i], tiles_, xAt(slot) + (warpT * WARP_T + i * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, false);
   [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
-    coopMatLoadNV(b[j], wTile_[slot], (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
+    coopMatLoadNV(b[j], tiles_, wAt(slot) + (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
 }
 #if COOP_DIAG_NO_FRAGMENT_LOADS
 FragA diagA_[TILE_K / FRAG][FRAGS_T];
@@ -239,9 +248,9 @@ void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uin
     FragA a[FRAGS_T];
     FragB b[FRAGS_N];
     [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
-      coopMatLoadNV(a[i], xTile_[slot], (warpT * WARP_T + i * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, false);
+      coopMatLoadNV(a[i], tiles_, xAt(slot) + (warpT * WARP_T + i * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, false);
     [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
-      coopMatLoadNV(b[j], wTile_[slot], (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
+      coopMatLoadNV(b[j], tiles_, wAt(slot) + (warpN * WARP_N + j * FRAG) * ROW_WORDS + kk / 8u, ROW_WORDS, true);
     [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
       [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
   }
@@ -347,11 +356,11 @@ void main() {
                      TILE_N, false);
   memoryBarrierBuffer();
   barrier();
-  // Whether this workgroup adds the tile's shares, in the epilogue's scratch (the loop's last barrier ended
-  // its use for row scales): two stages of 128 × 128 tiles fill the 48 KiB exactly, with no room for a flag.
-  if (gl_LocalInvocationIndex == 0u) scratch_[0] = atomicAdd(counters[tile], 1) == int(SPLIT_K) - 1 ? 1.0 : 0.0;
+  // Whether this workgroup adds the tile's shares, in the epilogue's memory (the loop's last barrier ended
+  // its other uses).
+  if (gl_LocalInvocationIndex == 0u) tiles_[0].x = atomicAdd(counters[tile], 1) == int(SPLIT_K) - 1 ? 1u : 0u;
   barrier();
-  if (scratch_[0] == 0.0) return;
+  if (tiles_[0].x == 0u) return;
   memoryBarrierBuffer();
   if (gl_LocalInvocationIndex == 0u) atomicExchange(counters[tile], 0);  // ready for the next launch
   for (uint e = gl_LocalInvocationIndex; e < TILE_ELEMENTS / 4u; e += WORKGROUP) {
@@ -363,7 +372,7 @@ void main() {
   return;
 #endif
 
-  // The loop's last barrier ended every use of the row scales.
+  // The loop's last barrier ended every read of the staged slices, whose memory the fragments now take.
   uint lane = gl_LocalInvocationIndex % SUBGROUP, fragment = warp * FRAG * FRAG;
   const uint PER_LANE = FRAG * FRAG / SUBGROUP;
 #if MODE_GATE_UP
@@ -372,15 +381,15 @@ void main() {
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint p = 0; p < FRAGS_N / 2u; ++p) {
       vec2 gate[OUT_PER_LANE];
-      coopMatStoreNV(acc[i][2u * p], scratch_, fragment, FRAG, false);
+      storeEpilogue(acc[i][2u * p], fragment);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       [[unroll]] for (uint m = 0; m < OUT_PER_LANE; ++m) {
         uint e = (lane + m * SUBGROUP) * OUT_STEP;
-        gate[m] = vec2(scratch_[fragment + e], scratch_[fragment + e + OUT_STEP - 1u]);
+        gate[m] = vec2(epilogue(fragment + e), epilogue(fragment + e + OUT_STEP - 1u));
       }
       subgroupBarrier();
-      coopMatStoreNV(acc[i][2u * p + 1u], scratch_, fragment, FRAG, false);
+      storeEpilogue(acc[i][2u * p + 1u], fragment);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
@@ -388,9 +397,9 @@ void main() {
       [[unroll]] for (uint m = 0; m < OUT_PER_LANE; ++m) {
         uint e = (lane + m * SUBGROUP) * OUT_STEP, t = t0 + e / FRAG, n = n0 + e % FRAG;
         if (t >= step_.tokens || n >= N) continue;
-        float g = gate[m].x + load_bias_gate(n), u = scratch_[fragment + e] + load_bias_up(n);
+        float g = gate[m].x + load_bias_gate(n), u = epilogue(fragment + e) + load_bias_up(n);
 #if RESULT_HALF
-        float g1 = gate[m].y + load_bias_gate(n + 1u), u1 = scratch_[fragment + e + 1u] + load_bias_up(n + 1u);
+        float g1 = gate[m].y + load_bias_gate(n + 1u), u1 = epilogue(fragment + e + 1u) + load_bias_up(n + 1u);
         result_[(t * N + n) / 2u] = packHalf2x16(vec2(activation(g) * u, activation(g1) * u1));
 #else
         store_result(t * N + n, activation(g) * u);
@@ -401,7 +410,7 @@ void main() {
 #else
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) {
-      coopMatStoreNV(acc[i][j], scratch_, fragment, FRAG, false);
+      storeEpilogue(acc[i][j], fragment);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
@@ -414,7 +423,7 @@ void main() {
         uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
 #if MODE_QKV
         if (t >= step_.tokens || n >= part_.z) continue;
-        float v = scratch_[fragment + e];
+        float v = epilogue(fragment + e);
         if (part_.x == 0u)
           store_result_q(t * N_Q + n, v + load_bias_q(n));
         else if (part_.x == 1u)
@@ -422,7 +431,7 @@ void main() {
         else
           store_result_v(t * N_V + n, v + load_bias_v(n));
 #else
-        writeOutput(t, n, scratch_[fragment + e]);
+        writeOutput(t, n, epilogue(fragment + e));
 #endif
       }
       subgroupBarrier();  // the fragment is written out before the next one overwrites it
