@@ -328,8 +328,10 @@ protected:
 };
 
 TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
-  // The profile's tiling and those the catalog picks for wide projections (one staging buffer).
-  for (const char *target : {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1"})
+  // The profile's tiling and those the catalog picks for wide projections (one staging buffer, or 16
+  // subgroups).
+  for (const char *target :
+       {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1", "nvidia:128x128x32:4x4"})
     for (int variant = 0; variant < 4; ++variant) {
       MatMulSpec spec;
       spec.variant = codegen::MatMulVariant::Coop;
