@@ -85,7 +85,7 @@ inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) 
 // fit beside their epilogue since it took the buffers' memory) instead of 8 of 64 × 32. Sweep ag (µs, 512
 // tokens): 8B down 440 → 403, o 147 → 130; 1B down 148 (split 4) → 132 (split 2), o 54 (64 × 64, split 2)
 // → 46 (split 2), q/k/v rows 64 → 62. Not for 128 × 256 tiles (8B gate/up 807 → 874 on 4 × 4, 831 on
-// 2 × 8). Qwen2.5-0.5B's shapes (K = 896, or n = 896) were not timed and keep their tilings.
+// 2 × 8).
 inline constexpr int64_t kLongRowsCoopMatMul = 4096, kSixteenSubgroupsCoopMatMul = 2048;
 inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
   if (profile.tilingGiven || !profile.cooperativeMatrix) return profile.coopTiling;
@@ -99,8 +99,10 @@ inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, i
   // Sweep aa (H200, 512 tokens): 3072 outputs of K = 2048 (Llama-3.2-1B's q/k/v rows) took 69 µs on
   // 128 × 128 tiles (96 workgroups) against 93 on 64 × 64 (384).
   if (n >= kMidCoopMatMul) return {128, 128, 32, 2, 4};
+  // Long rows on 16 subgroups too: Qwen2.5-0.5B's down (896 / 4864, split 4) 53.7 → 51.9 µs (sweep ah);
+  // its shorter rows lose on them (o 20.6 → 27.3, q/k/v 24.8 → 31.4, gate/up 87.8 → 89.8).
   CoopMatMulTiling tiling =
-      k >= kLongRowsCoopMatMul ? CoopMatMulTiling{128, 128, 32, 2, 4} : profile.coopTiling;
+      k >= kLongRowsCoopMatMul ? CoopMatMulTiling{128, 128, 32, 4, 4} : profile.coopTiling;
   tiling.splitK = coopSplitK(tiling, n, k);
   return tiling;
 }
