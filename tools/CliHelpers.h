@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -52,6 +53,19 @@ inline CLI::Validator unsignedInteger() {
         return "";
       },
       "");
+}
+
+// --spin-wait as gerbil-exec and gerbil-bench take it (vk::ContextOptions::spinWaitMicroseconds, whose
+// default the caller passes: this header stays free of Vulkan).
+inline CLI::Option *addSpinWaitOption(CLI::App &app, std::optional<uint32_t> &microseconds,
+                                      uint32_t defaultMicroseconds) {
+  return app
+      .add_option("--spin-wait", microseconds,
+                  "Microseconds to poll for the GPU before a wait blocks (0: block at once, the least CPU; "
+                  "default " +
+                      std::to_string(defaultMicroseconds) + ", 0 on CPU devices)")
+      ->check(unsignedInteger())
+      ->check(number(0, false, std::numeric_limits<uint32_t>::max()));
 }
 
 // Edit distance, for "did you mean".

@@ -4,6 +4,7 @@
 // Weights are read like gerbil-exec does; random ones (gerbil-random-weights) measure the same speed.
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Generation.h"
+#include "tools/CliHelpers.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -84,9 +85,7 @@ int main(int argc, char **argv) {
   app.add_option("--prefill-first-part", prefillFirstPart,
                  "Dispatches in the first part of a prefill step (0: as many as the others)")
       ->capture_default_str();
-  app.add_option("--spin-wait", spinWait,
-                 "Microseconds to poll for the GPU before blocking (0: block at once; default " +
-                     std::to_string(gerbil::vk::kDefaultSpinWaitMicroseconds) + ", 0 on CPU devices)");
+  gerbil::cli::addSpinWaitOption(app, spinWait, gerbil::vk::kDefaultSpinWaitMicroseconds);
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
   CLI11_PARSE(app, argc, argv);

@@ -57,12 +57,7 @@ void addOptions(CLI::App &app, Options &o) {
   app.add_flag("--json", o.json,
                "Print one JSON object with the ids, text and timings on stdout (one per chat turn)");
   app.add_flag("--validation", o.validation, "Enable the Vulkan validation layers");
-  app.add_option("--spin-wait", o.spinWaitMicroseconds,
-                 "Microseconds to poll for the GPU before a wait blocks (0: block at once, the least CPU; "
-                 "default " +
-                     std::to_string(vk::kDefaultSpinWaitMicroseconds) + ", 0 on CPU devices)")
-      ->check(cli::unsignedInteger())
-      ->check(cli::number(0, false, std::numeric_limits<uint32_t>::max()));
+  cli::addSpinWaitOption(app, o.spinWaitMicroseconds, vk::kDefaultSpinWaitMicroseconds);
   app.footer(
       "Examples:\n"
       "  gerbilc MODEL/config.json -o model.plan       compile once (MODEL: a HuggingFace model folder)\n"
