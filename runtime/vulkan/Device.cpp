@@ -1274,16 +1274,29 @@ void Context::computeBarrier(VkCommandBuffer cmd) {
 }
 
 namespace {
-// Waits for the context's fence: polls it for up to spinMicroseconds, then blocks.
-VkResult waitForFence(VkDevice device, VkFence fence, uint32_t spinMicroseconds) {
+// Waits for the context's fence: polls it for up to spinMicroseconds, then blocks. Throws if the GPU does
+// not finish within kFenceTimeoutSeconds or the wait fails.
+void waitForFence(VkDevice device, VkFence fence, uint32_t spinMicroseconds) {
+  VkResult result = VK_NOT_READY;
   if (spinMicroseconds > 0) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spinMicroseconds);
-    do {
-      VkResult status = vkGetFenceStatus(device, fence);
-      if (status != VK_NOT_READY) return status;
-    } while (std::chrono::steady_clock::now() < until);
+    do result = vkGetFenceStatus(device, fence);
+    while (result == VK_NOT_READY && std::chrono::steady_clock::now() < until);
   }
-  return vkWaitForFences(device, 1, &fence, VK_TRUE, kFenceTimeoutSeconds * 1000000000ull);
+  if (result == VK_NOT_READY)
+    result = vkWaitForFences(device, 1, &fence, VK_TRUE, kFenceTimeoutSeconds * 1000000000ull);
+  if (result == VK_TIMEOUT)
+    throw VulkanError("GPU did not finish within " + std::to_string(kFenceTimeoutSeconds) + " s");
+  check(result, "vkWaitForFences");
+}
+
+// Submits one command buffer, signalling `fence` (or none) when it completes.
+VkResult submitOne(VkQueue queue, VkCommandBuffer cmd, VkFence fence) {
+  VkSubmitInfo submit{};
+  submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cmd;
+  return vkQueueSubmit(queue, 1, &submit, fence);
 }
 } // namespace
 
@@ -1291,13 +1304,7 @@ void Context::submit(VkCommandBuffer cmd) {
   Impl &s = *impl_;
   if (!cmd) throw VulkanError("submit: no command buffer");
   VkResult result = vkEndCommandBuffer(cmd);
-  if (result == VK_SUCCESS) {
-    VkSubmitInfo submit{};
-    submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-    submit.commandBufferCount = 1;
-    submit.pCommandBuffers = &cmd;
-    result = vkQueueSubmit(s.queue, 1, &submit, VK_NULL_HANDLE);
-  }
+  if (result == VK_SUCCESS) result = submitOne(s.queue, cmd, VK_NULL_HANDLE);
   if (result != VK_SUCCESS) {
     if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
     throw VulkanError("vkEndCommandBuffer/vkQueueSubmit", result);
@@ -1325,19 +1332,12 @@ void Context::submitAndWait(VkCommandBuffer cmd) {
     recycle();
     throw VulkanError("vkResetFences", result);
   }
-  VkSubmitInfo submit{};
-  submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-  submit.commandBufferCount = 1;
-  submit.pCommandBuffers = &cmd;
-  result = vkQueueSubmit(s.queue, 1, &submit, s.fence);
+  result = submitOne(s.queue, cmd, s.fence);
   if (result != VK_SUCCESS) {
     recycle();
     throw VulkanError("vkQueueSubmit", result);
   }
-  result = waitForFence(s.device, s.fence, s.spinWaitMicroseconds);
-  if (result == VK_TIMEOUT)
-    throw VulkanError("GPU did not finish within " + std::to_string(kFenceTimeoutSeconds) + " s");
-  check(result, "vkWaitForFences");
+  waitForFence(s.device, s.fence, s.spinWaitMicroseconds);
   recycle();
   // Earlier submissions finished too: this one's barriers waited for their commands, and its fence for it.
   for (VkCommandBuffer earlier : s.submittedCommandBuffers)
@@ -1426,15 +1426,8 @@ void Context::endCommands(VkCommandBuffer cmd) {
 void Context::submitRecorded(VkCommandBuffer cmd) {
   Impl &s = *impl_;
   check(vkResetFences(s.device, 1, &s.fence), "vkResetFences");
-  VkSubmitInfo submit{};
-  submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-  submit.commandBufferCount = 1;
-  submit.pCommandBuffers = &cmd;
-  check(vkQueueSubmit(s.queue, 1, &submit, s.fence), "vkQueueSubmit");
-  VkResult result = waitForFence(s.device, s.fence, s.spinWaitMicroseconds);
-  if (result == VK_TIMEOUT)
-    throw VulkanError("GPU did not finish within " + std::to_string(kFenceTimeoutSeconds) + " s");
-  check(result, "vkWaitForFences");
+  check(submitOne(s.queue, cmd, s.fence), "vkQueueSubmit");
+  waitForFence(s.device, s.fence, s.spinWaitMicroseconds);
 }
 
 void Context::freeCommands(VkCommandBuffer cmd) {
