@@ -31,7 +31,7 @@ int64_t keySplits(const AttentionSpec &spec) {
 
 KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   namespace gd = mlir::gerbil;
-  const int64_t keyTile = spec.keyTile > 0 ? spec.keyTile : gd::coopAttentionKeyTile(spec.headDim);
+  const int64_t keyTile = spec.keyTile > 0 ? spec.keyTile : gd::kCoopAttentionKeyTile;
   if (!gd::fitsCoopAttention(spec.headDim, keyTile))
     throw CodegenError("tensor-core attention cannot take head_dim " + std::to_string(spec.headDim) +
                        " with key tiles of " + std::to_string(keyTile) +

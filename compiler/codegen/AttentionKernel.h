@@ -15,7 +15,7 @@ struct AttentionSpec {
   // The tensor-core prefill kernel's key splits (1 to kCoopAttentionMaxKeySplits); 0: the catalog's
   // (coopAttentionKeySplits). gerbil-kernel-bench's variants to tune with.
   int64_t keySplits = 0;
-  // The tensor-core prefill kernel's keys staged at a time; 0: the catalog's (coopAttentionKeyTile).
+  // The tensor-core prefill kernel's keys staged at a time; 0: the catalog's (kCoopAttentionKeyTile).
   int64_t keyTile = 0;
   // The tensor-core prefill kernel: the result in f16 (8 dims a 16-byte word), for a Coop matmul with
   // halfInput.

@@ -74,13 +74,15 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
 }
 
 // Prefill attention on cooperative matrices (attention_prefill_coop.glsl): kCoopAttentionWarps subgroups of
-// 16 queries each per workgroup, keys staged coopAttentionKeyTile at a time. Its shared memory (f16 key and
+// 16 queries each per workgroup, keys staged kCoopAttentionKeyTile at a time. Its shared memory (f16 key and
 // value tiles of padded rows, through which the queries are staged first, and each subgroup's f32 scores
 // and f16 probabilities) must fit the 48 KiB of the devices that have the extension; head dims are
 // multiples of 16 up to 128 (beyond, the output fragments would not fit the registers).
 // Measured on the H200 (2026-12-03): 2 subgroups with 64-key tiles for head dims up to 64 (half as many
 // steps for the last query tiles) took Qwen2.5-0.5B's prefill attention from 75 to 100 µs a layer.
 inline constexpr int64_t kCoopAttentionWarps = 4;
+// Keys staged at a time, for every head dim: 64-key tiles fit head dims up to 64 but were slower on the
+// H200 (sweep ae: Qwen2.5-0.5B's 512-token step 30.7 -> 38.1 µs, Llama-3.2-1B's 44.5 -> 61.0).
 inline constexpr int64_t kCoopAttentionKeyTile = 32;
 inline constexpr int64_t kCoopAttentionQueryTile = 16 * kCoopAttentionWarps; // 16 queries a subgroup
 inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim, int64_t keyTile = kCoopAttentionKeyTile) {
@@ -92,11 +94,6 @@ inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim, int64_t keyTi
 inline constexpr bool fitsCoopAttention(int64_t headDim, int64_t keyTile = kCoopAttentionKeyTile) {
   return headDim % 16 == 0 && headDim <= 128 && keyTile % 16 == 0 && 2 * keyTile >= kCoopAttentionQueryTile &&
          coopAttentionSharedBytes(headDim, keyTile) <= 48 * 1024;
-}
-// The keys staged at a time for a head dim. 64-key tiles fit head dims up to 64 but were slower on the H200
-// (sweep ae: Qwen2.5-0.5B's 512-token step 30.7 -> 38.1 µs, Llama-3.2-1B's 44.5 -> 61.0).
-inline constexpr int64_t coopAttentionKeyTile(int64_t /*headDim*/) {
-  return kCoopAttentionKeyTile;
 }
 // The keys a query tile sees can be split between up to kCoopAttentionMaxKeySplits workgroups (grid z),
 // each taking an equal run of whole key tiles; the last of them to finish combines their results. It pays
