@@ -110,7 +110,7 @@ struct Staged {
 #define COOP_DIAG_NO_FRAGMENT_LOADS 0
 #endif
 // COOP_FRAGMENT_PIPELINE: a slice's fragments for step kk + FRAG are loaded before the products of step kk
-// (a variant to time: whether the driver already overlaps them).
+// (codegen sets it by the subgroup block's size; the driver does not overlap them by itself).
 #ifndef COOP_FRAGMENT_PIPELINE
 #define COOP_FRAGMENT_PIPELINE 0
 #endif

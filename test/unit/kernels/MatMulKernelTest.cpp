@@ -148,7 +148,8 @@ void compileEveryVariant(codegen::ShaderCompiler &compiler, const std::vector<co
 // last one empty, and a K of 512 takes each split several slices; with the norm and the residual.
 TEST_F(MatMulKernelTest, CooperativeMatrixSplitOverKMatchesTheReference) {
   const std::vector<const char *> targets = {"nvidia:64x64x32:2x2:2:4", "nvidia:64x64x32:2x2:1:3",
-                                             "nvidia:128x128x32:2x4:2:2", "nvidia:128x128x32:4x4:2:2"};
+                                             "nvidia:128x128x32:2x4:2:2", "nvidia:128x128x32:4x4:2:2",
+                                             "nvidia:128x128x64:4x4:1:2"};
   if (!hasCooperativeMatrix()) {
     compileEveryVariant(compiler_, targets);
     GTEST_SKIP() << ctx_->info().name
@@ -180,7 +181,10 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
                                              "nvidia:128x128x64:2x2:1",
                                              // 16 subgroups: their epilogue fragments fit only in the
                                              // slices' memory
-                                             "nvidia:128x128x32:4x4"};
+                                             "nvidia:128x128x32:4x4",
+                                             // the catalog's for wide projections (fragments loaded a
+                                             // step ahead)
+                                             "nvidia:128x128x64:4x4:1"};
   if (!hasCooperativeMatrix()) {
     compileEveryVariant(compiler_, targets);
     GTEST_SKIP() << ctx_->info().name
@@ -330,8 +334,8 @@ protected:
 TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
   // The profile's tiling and those the catalog picks for wide projections (one staging buffer, or 16
   // subgroups).
-  for (const char *target :
-       {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1", "nvidia:128x128x32:4x4"})
+  for (const char *target : {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1",
+                             "nvidia:128x128x32:4x4", "nvidia:128x128x64:4x4:1"})
     for (int variant = 0; variant < 4; ++variant) {
       MatMulSpec spec;
       spec.variant = codegen::MatMulVariant::Coop;

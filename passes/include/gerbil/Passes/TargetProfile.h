@@ -35,19 +35,19 @@ struct TargetProfile {
   bool tilingGiven = false;                  // --target named the tiling: every matmul uses it
 };
 
-// Wide matmuls (N >= 4096: q/o/down of 7B-class models) get 128 × 128 tiles with 8 subgroups: the H200 ran
-// Llama-3-8B's 512-token prefill in 137 ms with them against 202 ms with 64 × 64 ones. Wider ones (N > 4096:
-// grouped gate/up of all sizes, grouped q/k/v of 7B-class models) get 128 × 256 tiles with 8 subgroups of
-// 64 × 64 in one staging buffer (two do not fit in 48 KiB): 135 against 114 TFLOP/s for an 8B gate
-// matrix, 109 against 85 for its q/k/v (with the norm prologue, which they sum over half as often), and 144
-// against 124 for a 1B gate (sweep s); at N = 4096 their 16 columns leave half of the H200's 132
-// multiprocessors idle for 512 tokens (77 against 133). In the model the 8B's q/k/v went 11.0 → 9.0 ms and
-// the 1B's gate/up 5.7 → 4.9 ms a prefill, but Qwen2.5-0.5B's gate/up (K = 896: 28 slices, too few to
-// cover the longer start of a workgroup that is alone on its multiprocessor) 3.3 → 3.5 ms, so they need K
-// >= 2048. Narrow ones keep the profile's 64 × 64: 128 × 128 tiles of k/v projections or of a 1B model's
-// 2048-wide ones leave most multiprocessors idle (Llama-3.2-1B: 77 ms against 34 ms), unless their rows
-// are long enough to split over K (coopSplitK below).
-inline constexpr int64_t kWideCoopMatMul = 4096, kDeepCoopMatMul = 2048, kMidCoopMatMul = 3072;
+// Prefill matmuls with N >= 2048 outputs (a grouped projection's rows counted together) or rows of K >=
+// 4096 get 128 × 128 tiles on 4 × 4 subgroups of 32 × 32, stepping K by 64 in one staging buffer (36 KiB;
+// two barriers a slice but half as many slices), their fragments loaded a step ahead (MatMulKernel.cpp);
+// narrower ones the profile's 64 × 64 tiles, also 64 deep. Sweeps ai–ak on the H200 (µs, 512 tokens), from
+// the tilings before (128 × 256 × 32 on 2 × 4 for N > 4096 and K >= 2048, 128 × 128 × 32 in two buffers on
+// 4 × 4 for N and K >= 2048, 64 × 64 × 32 in two buffers):
+//   Llama-3-8B   gate/up 805 → 666, q/k/v 213 → 195, down 407 → 342, o 131 → 110
+//   Llama-3.2-1B gate/up 212 → 199, q/k/v 63 → 53, down 133 → 111 (split 2), o 47 → 43 (split 2)
+//   Qwen2.5-0.5B gate/up 87 → 72, down 51 → 44 (split 4); on 64 × 64 × 64: q/k/v 28 → 20, o 21 → 19
+// Before them (sweeps s, ag): 64 × 64 tiles leave most multiprocessors idle on 1B-sized projections unless
+// split over K (Llama-3.2-1B: 77 ms against 34 a prefill); 128 × 128 tiles of Qwen's q/k/v and o (K = 896)
+// lose to 64 × 64 (sweep aj: 29.5 against 20.2 µs for its q/k/v).
+inline constexpr int64_t kWideCoopMatMul = 2048, kLongRowsCoopMatMul = 4096, kMidCoopMatMul = 3072;
 
 // Workgroup columns of the cooperative-matrix matmuls (grid x of matmul_coop.glsl), shared by the kernel
 // catalog's grids and codegen's: a plain projection's n outputs in tiles of tileN; gate/up tiles hold tileN /
@@ -57,53 +57,35 @@ inline int64_t coopTiles(const CoopMatMulTiling &tiling, int64_t n) {
 }
 
 // The K split of a narrow plain projection: doubled, up to 4, while the tile columns times the split stay
-// within kSplitColumns and each part keeps kSplitSlices slices of K. Small models' down and o projections
-// have few columns (Qwen2.5-0.5B's: 14 of 64 outputs), so a 512-token prefill ran them on 112 workgroups
-// of 4 subgroups, one a multiprocessor. Sweep x on the H200 (µs, 512 tokens, residual epilogue):
+// within kSplitColumns and each part keeps kSplitDepth of K (14 slices of 32). Small models' down and o
+// projections have few columns (Qwen2.5-0.5B's: 14 of 64 outputs), so a 512-token prefill ran them on 112
+// workgroups of 4 subgroups, one a multiprocessor. Sweep x on the H200 (µs, 512 tokens, residual epilogue,
+// 32-wide slices):
 //   Qwen down (896 / 4864):  64 × 64 142, split 2 82, 4 86, 8 92; 128 × 128 split 4 69, 8 78
 //   Qwen o (896 / 896):      64 × 64 35, split 2 25, 4 28
 //   1B down (2048 / 8192):   64 × 64 262, split 2 260, 4 264; 128 × 128 split 4 204
 //   1B o (2048 / 2048):      64 × 64 69, split 2 73 (the rule's one loss, 6%); 128 × 128 split 4 70
 //   8B down and o (128 × 128, 32 columns): split 2 3% and 1% slower; wide projections are not split.
 // Workgroups of 16 subgroups (one a multiprocessor) split only up to kSplitColumns / 2: sweep ag, 1B down
-// on 128 x 128 tiles of 4 x 4 subgroups, split 2 132 µs, 4 138.
-inline constexpr int64_t kSplitColumns = 64, kSplitSlices = 14, kMaxSplitK = 8, kMaxChosenSplitK = 4;
+// on 128 x 128 tiles of 4 x 4 subgroups, split 2 132 µs, 4 138 (sweep aj, 64-wide slices: 127, 129).
+inline constexpr int64_t kSplitColumns = 64, kSplitDepth = 14 * 32, kMaxSplitK = 8, kMaxChosenSplitK = 4;
 inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) {
-  const int64_t columns = coopTiles(tiling, n), slices = (k + tiling.tileK - 1) / tiling.tileK;
+  const int64_t columns = coopTiles(tiling, n);
   const int64_t splitColumns = tiling.workgroup() > 256 ? kSplitColumns / 2 : kSplitColumns;
   int64_t split = 1;
-  while (split < kMaxChosenSplitK && columns * split * 2 <= splitColumns &&
-         slices / (split * 2) >= kSplitSlices)
+  while (split < kMaxChosenSplitK && columns * split * 2 <= splitColumns && k / (split * 2) >= kSplitDepth)
     split *= 2;
   return split;
 }
 
-// The tiling of a plain projection of n outputs and K = k. Narrow ones with long rows (K >= 4096: the down
-// projections of small models) take 128 × 128 tiles split over K, others the profile's 64 × 64 tiles.
-//
-// 128 × 128 tiles with n >= 2048 and K >= 2048 go on 16 subgroups of 32 × 32 (two staging buffers, which
-// fit beside their epilogue since it took the buffers' memory) instead of 8 of 64 × 32. Sweep ag (µs, 512
-// tokens): 8B down 440 → 403, o 147 → 130; 1B down 148 (split 4) → 132 (split 2), o 54 (64 × 64, split 2)
-// → 46 (split 2), q/k/v rows 64 → 62. Not for 128 × 256 tiles (8B gate/up 807 → 874 on 4 × 4, 831 on
-// 2 × 8).
-inline constexpr int64_t kLongRowsCoopMatMul = 4096, kSixteenSubgroupsCoopMatMul = 2048;
+// The tiling of a projection of n outputs and K = k (see kWideCoopMatMul), split over K (plain ones) where
+// its tile columns are few: wide tiles for N < 3072 (Llama-3.2-1B's o and down in 2, Qwen2.5-0.5B's down
+// in 4), the profile's for short ones too (Qwen's o in 2).
 inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
   if (profile.tilingGiven || !profile.cooperativeMatrix) return profile.coopTiling;
-  if (n > kWideCoopMatMul && k >= kDeepCoopMatMul) return {128, 256, 32, 2, 4, 1};
-  if (n >= kSixteenSubgroupsCoopMatMul && k >= kSixteenSubgroupsCoopMatMul) {
-    CoopMatMulTiling tiling{128, 128, 32, 4, 4};
-    if (n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
-    return tiling;
-  }
-  if (n >= kWideCoopMatMul) return {128, 128, 32, 2, 4};
-  // Sweep aa (H200, 512 tokens): 3072 outputs of K = 2048 (Llama-3.2-1B's q/k/v rows) took 69 µs on
-  // 128 × 128 tiles (96 workgroups) against 93 on 64 × 64 (384).
-  if (n >= kMidCoopMatMul) return {128, 128, 32, 2, 4};
-  // Long rows on 16 subgroups too: Qwen2.5-0.5B's down (896 / 4864, split 4) 53.7 → 51.9 µs (sweep ah);
-  // its shorter rows lose on them (o 20.6 → 27.3, q/k/v 24.8 → 31.4, gate/up 87.8 → 89.8).
-  CoopMatMulTiling tiling =
-      k >= kLongRowsCoopMatMul ? CoopMatMulTiling{128, 128, 32, 4, 4} : profile.coopTiling;
-  tiling.splitK = coopSplitK(tiling, n, k);
+  const bool wide = n >= kWideCoopMatMul || k >= kLongRowsCoopMatMul;
+  CoopMatMulTiling tiling = wide ? CoopMatMulTiling{128, 128, 64, 4, 4, 1} : profile.coopTiling;
+  if (n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
   return tiling;
 }
 inline int64_t coopGateUpColumns(const CoopMatMulTiling &tiling, int64_t n) {
@@ -126,13 +108,13 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = {
       {"generic", "any Vulkan 1.2 device: tiled f32 matmuls, no subgroup size assumed", false, 0, {}, {}},
-      // Hopper: 16×16×16 f16 fragments, 4 subgroups of 32 per workgroup, each 32 × 32 outputs; 37 KiB of
-      // the 48 KiB of shared memory.
+      // Hopper: 16×16×16 f16 fragments, 4 subgroups of 32 per workgroup, each 32 × 32 outputs, K in steps
+      // of 64 through one staging buffer (18 KiB of the 48 KiB of shared memory).
       {"nvidia",
        "NVIDIA (Turing and later): prefill matmuls on tensor cores, subgroup size 32",
        true,
        32,
-       {64, 64, 32, 2, 2},
+       {64, 64, 64, 2, 2, 1},
        {"VK_NV_cooperative_matrix"}},
   };
   return profiles;
