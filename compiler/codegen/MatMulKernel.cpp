@@ -52,7 +52,8 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
     // Each K step's fragments loaded before the products of the step before, where a subgroup's block has
     // at most 8 of them (the doubled fragments fit its registers). H200 (µs, 512 tokens): 8B down on 2 × 4
     // (64 × 32 blocks) 445 → 417, 8B gate/up on 128 × 128 × 64 tiles of 4 × 4 (32 × 32) 728 → 666 (sweeps
-    // af, ak); 64 × 64 blocks lose (8B gate/up on 128 × 256 tiles, 810 → 837).
+    // af, ak), on 2 × 4 733 (without) → 615 (with, sweep ao); 64 × 64 blocks lose (8B gate/up on 128 × 256
+    // tiles, 810 → 837); neutral on 64 × 64 tiles (sweep al).
     const int64_t blockFragments = (t.tileT / t.warpsT / 16) * (t.tileN / t.warpsN / 16);
     define("COOP_FRAGMENT_PIPELINE", blockFragments <= 8 ? "1" : "0");
     k.deviceExtensions = {"VK_NV_cooperative_matrix"};

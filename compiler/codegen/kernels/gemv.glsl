@@ -103,7 +103,15 @@ const uint PER_LOAD = 4u;
 #endif
 const uint ROW_LOADS = K / PER_LOAD;
 
-#if NORM_PROLOGUE
+// GEMV_DIAG_NORM_UNWEIGHTED (gerbil-kernel-bench only, wrong results): the norm prologue without its weight,
+// to time a norm weight folded into the matrix.
+#ifndef GEMV_DIAG_NORM_UNWEIGHTED
+#define GEMV_DIAG_NORM_UNWEIGHTED 0
+#endif
+#if NORM_PROLOGUE && GEMV_DIAG_NORM_UNWEIGHTED
+#define LOAD_STEP_NORM(u, k) ga[u] = vec4(1.0), gb[u] = vec4(1.0);
+#define USE_STEP_NORM(u) USE_NORM(u)
+#elif NORM_PROLOGUE
 #define LOAD_STEP_NORM(u, k) LOAD_NORM(u, k)
 #define USE_STEP_NORM(u) USE_NORM(u)
 #else

@@ -69,6 +69,21 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
   }
 }
 
+TEST(GemvKernelSpec, TimingVariantsCompile) {
+  // gerbil-kernel-bench's --define variants of the gemv (GEMV_DIAG_NORM_UNWEIGHTED: the norm prologue
+  // without its weight, wrong results) compile for every weight type, so that a sweep does not find them
+  // broken.
+  codegen::ShaderCompiler compiler;
+  for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16, plan::DType::F32})
+    for (const char *define : {"GEMV_DIAG_NORM_UNWEIGHTED", "GEMV_UNROLL"}) {
+      codegen::GemvSpec spec;
+      spec.n = 64, spec.k = 512, spec.weight = dtype, spec.norm = true, spec.eps = 1e-5;
+      codegen::KernelSource source = codegen::gemvKernel(spec);
+      source.defines.emplace_back(define, std::string(define) == "GEMV_UNROLL" ? "2u" : "1");
+      EXPECT_FALSE(compiler.compile(codegen::writeKernel(source), define).empty()) << define;
+    }
+}
+
 TEST(GemvShape, SplitsLongRowsOfNarrowProjections) {
   using mlir::gerbil::gemvShape;
   EXPECT_EQ(gemvShape(4096, 28672, false).split, 1); // wide: many pairs already

@@ -36,17 +36,18 @@ struct TargetProfile {
 };
 
 // Prefill matmuls with N >= 2048 outputs (a grouped projection's rows counted together) or rows of K >=
-// 4096 get 128 × 128 tiles on 4 × 4 subgroups of 32 × 32, stepping K by 64 in one staging buffer (36 KiB;
+// 4096 get 128 × 128 tiles on 2 × 4 subgroups of 64 × 32, stepping K by 64 in one staging buffer (36 KiB;
 // two barriers a slice but half as many slices), their fragments loaded a step ahead (MatMulKernel.cpp);
-// narrower ones the profile's 64 × 64 tiles, also 64 deep. Sweeps ai–ak on the H200 (µs, 512 tokens), from
+// narrower ones the profile's 64 × 64 tiles, also 64 deep. Sweeps ai–ap on the H200 (µs, 512 tokens), from
 // the tilings before (128 × 256 × 32 on 2 × 4 for N > 4096 and K >= 2048, 128 × 128 × 32 in two buffers on
-// 4 × 4 for N and K >= 2048, 64 × 64 × 32 in two buffers):
-//   Llama-3-8B   gate/up 805 → 666, q/k/v 213 → 195, down 407 → 342, o 131 → 110
-//   Llama-3.2-1B gate/up 212 → 199, q/k/v 63 → 53, down 133 → 111 (split 2), o 47 → 43 (split 2)
-//   Qwen2.5-0.5B gate/up 87 → 72, down 51 → 44 (split 4); on 64 × 64 × 64: q/k/v 28 → 20, o 21 → 19
+// 4 × 4 for N and K >= 2048, 64 × 64 × 32 in two buffers), through 128 × 128 × 64 on 4 × 4 (7755823):
+//   Llama-3-8B   gate/up 805 → 666 → 615, q/k/v 213 → 195 → 167, down 407 → 342 → 302, o 131 → 110 → 109
+//   Llama-3.2-1B gate/up 212 → 201 → 186, q/k/v 63 → 53 → 47, down 133 → 112 → 102 (split 2),
+//                o 47 → 42 → 41.5 (split 2)
+//   Qwen2.5-0.5B gate/up 87 → 72 → 68, down 51 → 44 → 44 (split 4); on 64 × 64 × 64: q/k/v 28 → 20, o 21 → 19
 // Before them (sweeps s, ag): 64 × 64 tiles leave most multiprocessors idle on 1B-sized projections unless
-// split over K (Llama-3.2-1B: 77 ms against 34 a prefill); 128 × 128 tiles of Qwen's q/k/v and o (K = 896)
-// lose to 64 × 64 (sweep aj: 29.5 against 20.2 µs for its q/k/v).
+// split over K (Llama-3.2-1B: 77 ms against 34 a prefill); 128 × 128 tiles of Qwen's q/k/v (K = 896) lose
+// to 64 × 64 (sweeps aj, ap: 29.5 on 4 × 4, 24.8 on 2 × 4, against 20.2 µs).
 inline constexpr int64_t kWideCoopMatMul = 2048, kLongRowsCoopMatMul = 4096, kMidCoopMatMul = 3072;
 
 // Workgroup columns of the cooperative-matrix matmuls (grid x of matmul_coop.glsl), shared by the kernel
@@ -66,12 +67,13 @@ inline int64_t coopTiles(const CoopMatMulTiling &tiling, int64_t n) {
 //   1B down (2048 / 8192):   64 × 64 262, split 2 260, 4 264; 128 × 128 split 4 204
 //   1B o (2048 / 2048):      64 × 64 69, split 2 73 (the rule's one loss, 6%); 128 × 128 split 4 70
 //   8B down and o (128 × 128, 32 columns): split 2 3% and 1% slower; wide projections are not split.
-// Workgroups of 16 subgroups (one a multiprocessor) split only up to kSplitColumns / 2: sweep ag, 1B down
-// on 128 x 128 tiles of 4 x 4 subgroups, split 2 132 µs, 4 138 (sweep aj, 64-wide slices: 127, 129).
+// 128 × 128 tiles (one workgroup a multiprocessor) split only up to kSplitColumns / 2: 1B down on 4 × 4
+// subgroups split 2 132 µs, 4 138 (sweep ag); on 2 × 4 with 64-wide slices 102 and 110, 1B o 41.5 and
+// 48.5 (sweep ap).
 inline constexpr int64_t kSplitColumns = 64, kSplitDepth = 14 * 32, kMaxSplitK = 8, kMaxChosenSplitK = 4;
 inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) {
   const int64_t columns = coopTiles(tiling, n);
-  const int64_t splitColumns = tiling.workgroup() > 256 ? kSplitColumns / 2 : kSplitColumns;
+  const int64_t splitColumns = tiling.tileT * tiling.tileN > 64 * 64 ? kSplitColumns / 2 : kSplitColumns;
   int64_t split = 1;
   while (split < kMaxChosenSplitK && columns * split * 2 <= splitColumns && k / (split * 2) >= kSplitDepth)
     split *= 2;
@@ -84,7 +86,7 @@ inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) 
 inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
   if (profile.tilingGiven || !profile.cooperativeMatrix) return profile.coopTiling;
   const bool wide = n >= kWideCoopMatMul || k >= kLongRowsCoopMatMul;
-  CoopMatMulTiling tiling = wide ? CoopMatMulTiling{128, 128, 64, 4, 4, 1} : profile.coopTiling;
+  CoopMatMulTiling tiling = wide ? CoopMatMulTiling{128, 128, 64, 2, 4, 1} : profile.coopTiling;
   if (n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
   return tiling;
 }
