@@ -229,6 +229,14 @@ int main(int argc, char **argv) {
                    "On a coop target: the grouped gate/up projection, n outputs of silu(gate) * up from 2n "
                    "weight rows, tiled as the catalog tiles it");
   matmul->add_flag("--residual", residual, "Residual epilogue");
+  int64_t qkvKvRows = 0;
+  matmul
+      ->add_option("--qkv", qkvKvRows,
+                   "On a coop target: the grouped q/k/v projection, n rows of q and this many of each of k "
+                   "and v, tiled as the catalog tiles it")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->excludes("--gate-up")
+      ->excludes("--residual");
 
   CLI::App *gemv = app.add_subcommand("gemv", "Decode's one-token matmul");
   gemv->add_option("--n", n, "Outputs");
@@ -333,6 +341,11 @@ int main(int argc, char **argv) {
         spec.mode = codegen::MatMulMode::GateUp;
         spec.coopTiling = mlir::gerbil::groupPrefillTiling(profile, true, k, n);
       }
+      if (qkvKvRows > 0) {
+        spec.mode = codegen::MatMulMode::QKV;
+        spec.nK = spec.nV = qkvKvRows;
+        spec.coopTiling = mlir::gerbil::groupPrefillTiling(profile, false, k, n, qkvKvRows, qkvKvRows);
+      }
       codegen::KernelSource source = codegen::matmulKernel(spec);
       const codegen::SplitKScratch split = codegen::splitKScratch(spec, tokens);
       std::vector<BindingData> data;
@@ -341,12 +354,16 @@ int main(int argc, char **argv) {
           data.push_back({std::vector<uint8_t>(split.counterBytes), false, true});
           continue;
         }
-        const bool weight = b.name == "w" || b.name == "w_gate" || b.name == "w_up";
+        const bool weight = b.name.rfind("w", 0) == 0;
+        // Rows of this binding's part: k and v's of a q/k/v projection, else n.
+        const int64_t rows =
+            b.name == "w_k" || b.name == "w_v" || b.name == "result_k" || b.name == "result_v" ? qkvKvRows
+                                                                                               : n;
         size_t elements = b.name == "x"         ? tokens * k
-                          : weight              ? n * k
+                          : weight              ? rows * k
                           : b.name == "g"       ? k
                           : b.name == "partial" ? split.partialBytes / 4
-                                                : tokens * n;
+                                                : tokens * rows;
         const plan::DType type = weight                       ? options.dtype
                                  : b.name == "x" && halfInput ? plan::DType::F16
                                                               : plan::DType::F32;
@@ -367,9 +384,10 @@ int main(int argc, char **argv) {
                                        std::to_string(t.splitK)
                                  : "tiled"},
                   {"gate_up", gateUpMatMul},
+                  {"qkv_kv_rows", qkvKvRows},
                   {"half_input", halfInput},
                   {"ms", ms},
-                  {"tflops", 2.0 * tokens * (gateUpMatMul ? 2 * n : n) * k / (ms * 1e9)}});
+                  {"tflops", 2.0 * tokens * (gateUpMatMul ? 2 * n : n + 2 * qkvKvRows) * k / (ms * 1e9)}});
     } else if (gemv->parsed()) {
       codegen::GemvSpec spec;
       spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,

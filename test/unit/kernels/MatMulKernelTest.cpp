@@ -361,12 +361,15 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
 }
 
 TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
-  // gerbil-kernel-bench's --define variants of the tensor-core loop (COOP_FRAGMENT_PIPELINE, a timing
-  // candidate; COOP_DIAG_*, diagnostics with wrong results) compile to valid SPIR-V for a plain, a gate/up
-  // and a q/k/v matmul, on 4 and 16 subgroups, so that a sweep on the GPU does not find them broken.
+  // gerbil-kernel-bench's --define variants of the tensor-core loop (COOP_FRAGMENT_PIPELINE, which codegen
+  // sets by the subgroup block and sweeps override; COOP_DIAG_*, diagnostics with wrong results) compile to
+  // valid SPIR-V for a plain, a gate/up and a q/k/v matmul, on the tilings plans and sweeps use, so that a
+  // sweep on the GPU does not find them broken.
   codegen::ShaderCompiler compiler;
   for (const char *target : {"nvidia", "nvidia:128x256x32:4x4:1", "nvidia:128x256x32:2x8:1",
-                             "nvidia:128x128x64:4x4:1", "nvidia:128x128x64:2x4:1"})
+                             "nvidia:128x128x64:4x4:1", "nvidia:128x128x64:2x4:1",
+                             // sweep aq's candidates (bench/sweeps/2026-12-04-aq.txt)
+                             "nvidia:128x128x64:4x2:1", "nvidia:128x128x80:2x4:1", "nvidia:128x256x48:2x4:1"})
     for (const char *define :
          {"COOP_FRAGMENT_PIPELINE", "COOP_DIAG_NO_FRAGMENT_LOADS", "COOP_DIAG_NO_GLOBAL"})
       for (MatMulMode mode : {MatMulMode::Single, MatMulMode::GateUp, MatMulMode::QKV}) {
