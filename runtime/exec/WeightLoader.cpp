@@ -112,7 +112,8 @@ void parallelRanges(int64_t count, int64_t itemSize, const std::function<void(in
 // deviceBytesInPlace, for a weight whose shape was checked.
 const uint8_t *bytesInPlace(const plan::Weight &w, const weights::TensorView &t) {
   const int64_t cols = w.shape.size() > 1 ? w.shape[1] : 1, sourceCols = t.shape.size() > 1 ? t.shape[1] : 1;
-  if (w.transpose || !sameEncoding(t.dtype, w.deviceDType) || cols != sourceCols || w.shape.size() > 2)
+  if (w.transpose || !sameEncoding(t.dtype, w.deviceDType) || cols != sourceCols || w.shape.size() > 2 ||
+      w.scaleColumnsBy >= 0)
     return nullptr;
   const int64_t rowOffset = w.sliceDim == 0 ? w.sliceStart : 0;
   return t.data + size_t(rowOffset * sourceCols) * weights::byteSize(t.dtype);
@@ -154,15 +155,20 @@ std::vector<std::string> checkCheckpoint(const plan::Plan &plan, const weights::
   return unused;
 }
 
-std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorView &t) {
+std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorView &t,
+                                   std::span<const float> columnScale) {
   checkShape(w, t);
   int64_t rows = w.shape[0], cols = w.shape.size() > 1 ? w.shape[1] : 1;
+  if (!columnScale.empty() && int64_t(columnScale.size()) != cols)
+    throw weights::WeightError("weight '" + w.name + "': " + std::to_string(columnScale.size()) +
+                               " column scales for " + std::to_string(cols) + " columns");
+  auto scaled = [&](float value, int64_t c) { return columnScale.empty() ? value : value * columnScale[c]; };
   std::vector<uint8_t> out(w.bytes());
   int64_t rowOffset = w.sliceDim == 0 ? w.sliceStart : 0, colOffset = w.sliceDim == 1 ? w.sliceStart : 0;
   if (!w.transpose) {
     // The source after slicing is [rows, sourceCols] from (rowOffset, colOffset).
     int64_t sourceCols = t.shape.size() > 1 ? t.shape[1] : 1;
-    if (sameEncoding(t.dtype, w.deviceDType)) {
+    if (sameEncoding(t.dtype, w.deviceDType) && columnScale.empty()) {
       // The bytes as they are: a copy of each row (of the whole tensor at once where nothing is cut).
       const size_t element = weights::byteSize(t.dtype), rowBytes = size_t(cols) * element;
       const uint8_t *source = t.data + size_t(rowOffset * sourceCols + colOffset) * element;
@@ -181,7 +187,8 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
       std::vector<float> row(cols);
       for (int64_t r = begin; r < end; ++r) {
         weights::convertToF32(t, (r + rowOffset) * sourceCols + colOffset, cols, row.data());
-        for (int64_t c = 0; c < cols; ++c) storeElement(w.deviceDType, row[c], out.data(), r * cols + c);
+        for (int64_t c = 0; c < cols; ++c)
+          storeElement(w.deviceDType, scaled(row[c], c), out.data(), r * cols + c);
       }
     });
     return out;
@@ -193,7 +200,7 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
     for (int64_t c = begin; c < end; ++c) {
       weights::convertToF32(t, (c + colOffset) * sourceRowLength, sourceRowLength, sourceRow.data());
       for (int64_t r = 0; r < rows; ++r)
-        storeElement(w.deviceDType, sourceRow[r + rowOffset], out.data(), r * cols + c);
+        storeElement(w.deviceDType, scaled(sourceRow[r + rowOffset], c), out.data(), r * cols + c);
     }
   });
   return out;
@@ -216,7 +223,15 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
     if (const uint8_t *inPlace = deviceBytesInPlace(w, t)) {
       context.upload(buffer, 0, inPlace, w.bytes());
     } else {
-      std::vector<uint8_t> bytes = convertWeight(w, t);
+      std::vector<float> columnScale;
+      if (w.scaleColumnsBy >= 0) { // the folded norm weight, as f32 (plan::validate checked its shape)
+        plan::Weight scale = plan.weights[size_t(w.scaleColumnsBy)];
+        scale.deviceDType = plan::DType::F32, scale.scaleColumnsBy = -1;
+        std::vector<uint8_t> values = convertWeight(scale, findTensor(scale, checkpoint));
+        columnScale.resize(values.size() / sizeof(float));
+        std::memcpy(columnScale.data(), values.data(), values.size());
+      }
+      std::vector<uint8_t> bytes = convertWeight(w, t, columnScale);
       context.upload(buffer, 0, bytes.data(), bytes.size());
     }
     loaded.buffers.push_back(std::move(buffer));

@@ -8,6 +8,7 @@
 #include "runtime/weights/Safetensors.h"
 
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,9 @@ using ProgressFn = std::function<void(uint64_t, uint64_t)>;
 std::vector<std::string> checkCheckpoint(const plan::Plan &plan, const weights::Checkpoint &checkpoint);
 
 // Converts one weight to its device bytes (exposed for tests).
-std::vector<uint8_t> convertWeight(const plan::Weight &weight, const weights::TensorView &tensor);
+// columnScale: the values that multiply the matrix's columns (plan::Weight::scaleColumnsBy's), or empty.
+std::vector<uint8_t> convertWeight(const plan::Weight &weight, const weights::TensorView &tensor,
+                                   std::span<const float> columnScale = {});
 // The device bytes of a weight where the tensor already holds them in one block (same dtype, not transposed,
 // not cut across its rows): a pointer into the tensor's data, else nullptr. Throws WeightError as
 // convertWeight.

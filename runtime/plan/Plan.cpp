@@ -114,7 +114,8 @@ json manifestToJson(const Plan &plan) {
                            {"transpose", w.transpose},
                            {"sliceDim", w.sliceDim},
                            {"sliceStart", w.sliceStart},
-                           {"sliceLength", w.sliceLength}});
+                           {"sliceLength", w.sliceLength},
+                           {"scaleColumnsBy", w.scaleColumnsBy}});
   m["weights"] = weights;
 
   m["kvCache"] = json{{"numLayers", plan.kvCache.numLayers}, {"numKVHeads", plan.kvCache.numKVHeads},
@@ -313,6 +314,7 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
     w.sliceDim = r["sliceDim"].i32();
     w.sliceStart = r["sliceStart"].i64();
     w.sliceLength = r["sliceLength"].i64();
+    w.scaleColumnsBy = r["scaleColumnsBy"].i32();
     return w;
   });
 
@@ -479,6 +481,21 @@ void validateWeights(const Plan &plan, const std::string &what) {
                         "] = " + std::to_string(w.shape[w.sliceDim]) + " but a slice of length " +
                         std::to_string(w.sliceLength));
     }
+  }
+  // Once every weight's own shape is known good: the weights that scale others' columns.
+  for (size_t i = 0; i < plan.weights.size(); ++i) {
+    const Weight &w = plan.weights[i];
+    if (w.scaleColumnsBy == -1) continue;
+    std::string where = what + ": weight " + std::to_string(i) + " '" + w.name + "'";
+    if (w.scaleColumnsBy < 0 || size_t(w.scaleColumnsBy) >= plan.weights.size() ||
+        size_t(w.scaleColumnsBy) == i)
+      throw PlanError(where + " scales its columns by weight " + std::to_string(w.scaleColumnsBy) + " of " +
+                      std::to_string(plan.weights.size()));
+    const Weight &scale = plan.weights[size_t(w.scaleColumnsBy)];
+    if (w.shape.size() != 2 || scale.shape.size() != 1 || scale.shape[0] != w.shape[1] ||
+        scale.scaleColumnsBy != -1)
+      throw PlanError(where + " scales its columns by '" + scale.name +
+                      "', which is not an unscaled vector of its row length");
   }
 }
 

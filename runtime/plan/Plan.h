@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 4;
+inline constexpr uint32_t kFormatVersion = 5;
 
 class PlanError : public std::runtime_error {
 public:
@@ -44,6 +44,9 @@ struct Weight {
   int32_t sliceDim = -1;  // -1: the whole (transposed) source tensor
   int64_t sliceStart = 0;
   int64_t sliceLength = 0;
+  // The index of a 1-D weight whose values multiply this matrix's columns as it is loaded (W[n, k] · g[k]):
+  // an RMSNorm's weight folded into the projection after it, whose kernels then leave it out; -1: none.
+  int32_t scaleColumnsBy = -1;
   uint64_t bytes() const;
 };
 

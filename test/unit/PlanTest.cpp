@@ -66,6 +66,7 @@ Plan makePlan() {
   qkv.sliceDim = 0;
   qkv.sliceStart = 64;
   qkv.sliceLength = 64;
+  qkv.scaleColumnsBy = 2; // the norm before it, folded
   Weight norm;
   norm.name = "norm";
   norm.sourceKeys = {"model.norm.weight"};
@@ -161,6 +162,7 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
     EXPECT_EQ(x.sliceDim, y.sliceDim);
     EXPECT_EQ(x.sliceStart, y.sliceStart);
     EXPECT_EQ(x.sliceLength, y.sliceLength);
+    EXPECT_EQ(x.scaleColumnsBy, y.scaleColumnsBy);
   }
   EXPECT_EQ(a.kvCache.numLayers, b.kvCache.numLayers);
   EXPECT_EQ(a.kvCache.numKVHeads, b.kvCache.numKVHeads);
@@ -570,6 +572,15 @@ TEST(Plan, ValidateRejectsBadWeights) {
       << message;
   message = validateError([](Plan &p) { p.weights[1].sliceStart = -1; });
   EXPECT_NE(message.find("'layers.0.q' has slice start -1"), std::string::npos) << message;
+  message = validateError([](Plan &p) { p.weights[1].scaleColumnsBy = 3; });
+  EXPECT_NE(message.find("'layers.0.q' scales its columns by weight 3 of 3"), std::string::npos) << message;
+  message = validateError([](Plan &p) { p.weights[1].scaleColumnsBy = 1; });
+  EXPECT_NE(message.find("scales its columns by weight 1"), std::string::npos) << message;
+  message = validateError([](Plan &p) { p.weights[1].scaleColumnsBy = 0; }); // not a vector
+  EXPECT_NE(message.find("scales its columns by 'embed', which is not an unscaled vector"), std::string::npos)
+      << message;
+  message = validateError([](Plan &p) { p.weights[2].shape = {32}; }); // not the row length
+  EXPECT_NE(message.find("which is not an unscaled vector of its row length"), std::string::npos) << message;
   message = validateError([](Plan &p) { p.weights[2].name = "embed"; });
   EXPECT_NE(message.find("appears twice"), std::string::npos) << message;
   message = validateError([](Plan &p) { p.weights[0].shape = {int64_t(1) << 40, int64_t(1) << 40}; });

@@ -90,6 +90,29 @@ void check(weights::TensorDType sourceType, plan::DType deviceType, int64_t rows
     }
 }
 
+TEST(ConvertWeight, ScalesColumnsByAFoldedNormWeight) {
+  // W[n, k] · g[k], as gerbil-fold-norm-weights asks of the projections after an RMSNorm; never in place.
+  Source s = makeSource(weights::TensorDType::F16, 6, 40, 11);
+  std::vector<float> scale(40), all(6 * 40);
+  for (size_t c = 0; c < scale.size(); ++c) scale[c] = 0.25f + 0.125f * float(c % 7);
+  weights::convertToF32(s.view, 0, 6 * 40, all.data());
+  for (plan::DType deviceType : {plan::DType::F32, plan::DType::F16}) {
+    plan::Weight w;
+    w.name = "w", w.shape = {6, 40}, w.deviceDType = deviceType, w.scaleColumnsBy = 1;
+    EXPECT_EQ(exec::deviceBytesInPlace(w, s.view), nullptr);
+    std::vector<uint8_t> out = exec::convertWeight(w, s.view, scale);
+    for (size_t i = 0; i < all.size(); ++i) {
+      float expected = all[i] * scale[i % 40];
+      if (deviceType == plan::DType::F16) expected = weights::halfToFloat(weights::floatToHalf(expected));
+      ASSERT_EQ(deviceValue(out, deviceType, i), expected) << "element " << i;
+    }
+  }
+  plan::Weight w;
+  w.name = "w", w.shape = {6, 40}, w.deviceDType = plan::DType::F32, w.scaleColumnsBy = 1;
+  scale.resize(39);
+  EXPECT_THROW(exec::convertWeight(w, s.view, scale), weights::WeightError);
+}
+
 TEST(ConvertWeight, CopiesWhatAlreadyHasTheDeviceDType) {
   using weights::TensorDType;
   check(TensorDType::F16, plan::DType::F16, 300, 64, false, -1, 0, 0);
