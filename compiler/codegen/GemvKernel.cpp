@@ -41,6 +41,7 @@ KernelSource gemvKernel(const GemvSpec &spec) {
   define("K", uintValue(spec.k));
   define("N", uintValue(spec.n));
   define("NORM_PROLOGUE", spec.norm ? "1" : "0");
+  define("NORM_WEIGHTED", spec.normWeighted ? "1" : "0");
   define("RESIDUAL", spec.residual ? "1" : "0");
   define("ROW_FROM_PUSH", spec.rowFromPush ? "1" : "0");
   if (spec.norm) define("EPS", glslFloat(spec.eps));
@@ -56,7 +57,7 @@ KernelSource gemvKernel(const GemvSpec &spec) {
   } else {
     k.bindings.push_back({"w", Access::Read, spec.weight});
   }
-  if (spec.norm) k.bindings.push_back({"g", Access::Read, plan::DType::F32});
+  if (spec.norm && spec.normWeighted) k.bindings.push_back({"g", Access::Read, plan::DType::F32});
   if (spec.residual) k.bindings.push_back({"residual", Access::Read, plan::DType::F32});
   k.bindings.push_back({"result", Access::Write, plan::DType::F32});
   addGemvViews(k);

@@ -19,6 +19,8 @@ struct GemvSpec {
   int64_t k = 0, n = 0;
   plan::DType weight = plan::DType::F32;
   bool norm = false; // RMSNorm prologue with weight g (f32)
+  // false: the norm weight was folded into the weights' columns at load (plan::Weight::scaleColumnsBy): no g.
+  bool normWeighted = true;
   double eps = 0;
   bool residual = false;
   bool subgroupOps = true;

@@ -19,6 +19,7 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   define("K", uintValue(spec.k));
   define("N", uintValue(spec.n));
   define("NORM_PROLOGUE", spec.norm ? "1" : "0");
+  define("NORM_WEIGHTED", spec.normWeighted ? "1" : "0");
   define("RESIDUAL", spec.residual ? "1" : "0");
   if (spec.norm) define("EPS", glslFloat(spec.eps));
   define("W_PACKED16", spec.weight == plan::DType::F32 ? "0" : "1");
@@ -105,7 +106,7 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
       : spec.mode == MatMulMode::QKV  ? std::vector<std::string>{"q", "k", "v"}
                                       : std::vector<std::string>{""};
   for (const std::string &part : parts) weight(part.empty() ? "w" : "w_" + part);
-  if (spec.norm)
+  if (spec.norm && spec.normWeighted)
     k.bindings.push_back({"g", Access::Read, spec.normWeight, spec.normWeight == plan::DType::F32});
   if (spec.mode == MatMulMode::GateUp) {
     bias("gate", spec.biasA);
@@ -139,15 +140,15 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   return k;
 }
 
-KernelSource normalizedRowsKernel(int64_t k, double eps) {
+KernelSource normalizedRowsKernel(int64_t k, double eps, bool weighted) {
   if (k % 8 != 0) throw CodegenError("f16 rows of K = " + std::to_string(k) + " are not whole 16-byte words");
   KernelSource source;
   source.templateFile = "norm_rows_f16.glsl";
   source.workgroup = {kNormalizedRowsWorkgroup, 1, 1};
-  source.defines = {{"K", uintValue(k)}, {"EPS", glslFloat(eps)}};
-  source.bindings = {{"x", Access::Read, plan::DType::F32, true},
-                     {"g", Access::Read, plan::DType::F32, true},
-                     {"result", Access::Write, plan::DType::F16, true}};
+  source.defines = {{"K", uintValue(k)}, {"EPS", glslFloat(eps)}, {"NORM_WEIGHTED", weighted ? "1" : "0"}};
+  source.bindings = {{"x", Access::Read, plan::DType::F32, true}};
+  if (weighted) source.bindings.push_back({"g", Access::Read, plan::DType::F32, true});
+  source.bindings.push_back({"result", Access::Write, plan::DType::F16, true});
   source.needsReduction = true;
   return source;
 }

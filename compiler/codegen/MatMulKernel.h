@@ -22,6 +22,8 @@ struct MatMulSpec {
   plan::DType weight = plan::DType::F32;
   plan::DType normWeight = plan::DType::F32;
   bool norm = false; // RMSNorm prologue with weight g
+  // false: the norm weight was folded into the weights' columns at load (plan::Weight::scaleColumnsBy): no g.
+  bool normWeighted = true;
   // Coop without norm: x holds f16 rows (8 halves a 16-byte word), the output of a normalizedRowsKernel
   // launch before, which the kernel stages as they are.
   bool halfInput = false;
@@ -59,7 +61,7 @@ SplitKScratch splitKScratch(const MatMulSpec &spec, int64_t maxTokens);
 // RMSNorm of a step's rows of x (k wide, a multiple of 8) with an f32 weight g, rounded to f16
 // (norm_rows_f16.glsl): the input of a Coop matmul with halfInput. Bindings: x, g, result (f16, k a row);
 // grid (T, 1, 1).
-KernelSource normalizedRowsKernel(int64_t k, double eps);
+KernelSource normalizedRowsKernel(int64_t k, double eps, bool weighted = true);
 inline constexpr int64_t kNormalizedRowsWorkgroup = 256;
 
 } // namespace gerbil::codegen

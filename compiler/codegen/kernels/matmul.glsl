@@ -39,7 +39,9 @@ void stageX(uint k0, uint tokenRow, uint kPart, inout float sumSquares) {
   [[unroll]] for (uint e = 0; e < 8u; ++e) {
 #if NORM_PROLOGUE
     sumSquares += v[e] * v[e];
+#if NORM_WEIGHTED  // else folded into w's columns at load
     if (k0 + kPart + e < K) v[e] *= load_g(k0 + kPart + e);
+#endif
 #endif
     xTile_[kPart + e][tokenRow / 4u][tokenRow % 4u] = v[e];
   }

@@ -147,7 +147,7 @@ void loadSlice(uint k0, out Staged st) {
     st.x[i][1] = live ? x_v4[(t * K + k) / 4u + 1u] : vec4(0.0);
 #endif
 #endif
-#if NORM_PROLOGUE
+#if NORM_PROLOGUE && NORM_WEIGHTED
     st.g[i][0] = g_v4[min(k, K - 8u) / 4u];
     st.g[i][1] = g_v4[min(k, K - 8u) / 4u + 1u];
 #endif
@@ -191,8 +191,13 @@ void storeSlice(uint slot, Staged st) {
     vec4 a = st.x[i][0], b = st.x[i][1];
 #if NORM_PROLOGUE
     float scale = rowScale_[c / CHUNKS];
+#if NORM_WEIGHTED
     a *= scale * st.g[i][0];
     b *= scale * st.g[i][1];
+#else  // the norm weight was folded into w's columns at load
+    a *= scale;
+    b *= scale;
+#endif
 #endif
     tiles_[xAt(slot) + (c / CHUNKS) * ROW_WORDS + c % CHUNKS] = packHalf8(a, b);
 #endif

@@ -26,14 +26,16 @@ protected:
     std::vector<double> expected(n);
     for (int64_t row = 0; row < n; ++row) {
       double sum = 0;
-      for (int64_t i = 0; i < k; ++i) sum += double(x[i]) * (spec.norm ? g[i] : 1.0) * w[row * k + i];
+      for (int64_t i = 0; i < k; ++i)
+        sum += double(x[i]) * (spec.norm && spec.normWeighted ? g[i] : 1.0) * w[row * k + i];
       expected[row] = sum * scale + (spec.residual ? residual[row] : 0.0);
     }
 
     codegen::KernelSource source = codegen::gemvKernel(spec);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "gemv test kernel");
-    std::vector<vk::Buffer> buffers = linearBuffers(x, packWeights(w, spec.weight), spec.norm ? &g : nullptr,
-                                                    spec.residual ? &residual : nullptr, n);
+    std::vector<vk::Buffer> buffers =
+        linearBuffers(x, packWeights(w, spec.weight), spec.norm && spec.normWeighted ? &g : nullptr,
+                      spec.residual ? &residual : nullptr, n);
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
     run(spirv, buffers, codegen::gemvGrid(spec), 1, "gemv test kernel");
     std::vector<float> result = download(buffers[buffers.size() - 2], n);
@@ -67,21 +69,28 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
     checkGemv(spec);
     ASSERT_FALSE(HasFatalFailure());
   }
+  // The norm weight folded into the weights (no g): 16-byte and scalar loads, f16 and f32 weights.
+  for (auto [n, k] : {shapes[0], shapes[2], shapes[4]})
+    for (plan::DType dtype : {plan::DType::F16, plan::DType::F32}) {
+      codegen::GemvSpec spec;
+      spec.n = n, spec.k = k, spec.weight = dtype, spec.norm = true, spec.normWeighted = false,
+      spec.eps = 1e-5;
+      checkGemv(spec);
+      ASSERT_FALSE(HasFatalFailure());
+    }
 }
 
 TEST(GemvKernelSpec, TimingVariantsCompile) {
-  // gerbil-kernel-bench's --define variants of the gemv (GEMV_DIAG_NORM_UNWEIGHTED: the norm prologue
-  // without its weight, wrong results) compile for every weight type, so that a sweep does not find them
-  // broken.
+  // gerbil-kernel-bench's --define variants of the gemv (GEMV_UNROLL) compile for every weight type, so
+  // that a sweep does not find them broken.
   codegen::ShaderCompiler compiler;
-  for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16, plan::DType::F32})
-    for (const char *define : {"GEMV_DIAG_NORM_UNWEIGHTED", "GEMV_UNROLL"}) {
-      codegen::GemvSpec spec;
-      spec.n = 64, spec.k = 512, spec.weight = dtype, spec.norm = true, spec.eps = 1e-5;
-      codegen::KernelSource source = codegen::gemvKernel(spec);
-      source.defines.emplace_back(define, std::string(define) == "GEMV_UNROLL" ? "2u" : "1");
-      EXPECT_FALSE(compiler.compile(codegen::writeKernel(source), define).empty()) << define;
-    }
+  for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16, plan::DType::F32}) {
+    codegen::GemvSpec spec;
+    spec.n = 64, spec.k = 512, spec.weight = dtype, spec.norm = true, spec.eps = 1e-5;
+    codegen::KernelSource source = codegen::gemvKernel(spec);
+    source.defines.emplace_back("GEMV_UNROLL", "2u");
+    EXPECT_FALSE(compiler.compile(codegen::writeKernel(source), "GEMV_UNROLL").empty());
+  }
 }
 
 TEST(GemvShape, SplitsLongRowsOfNarrowProjections) {

@@ -47,7 +47,9 @@ protected:
       double scale = normed ? inverseRms(&x[row * k], k, spec.eps) : 1.0;
       std::vector<double> input(k);
       for (int64_t i = 0; i < k; ++i) {
-        double v = x[row * k + i] * (normed ? scale * g[i] : 1.0);
+        // Without normWeighted the norm weight lives in w (folded at load), not in the kernel.
+        const double weight = spec.norm && !spec.normWeighted ? 1.0 : g[i];
+        double v = x[row * k + i] * (normed ? scale * weight : 1.0);
         input[i] = halfInputs ? double(static_cast<_Float16>(static_cast<float>(v))) : v;
       }
       for (int64_t col = 0; col < n; ++col) {
@@ -64,8 +66,9 @@ protected:
                    << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
                    << "validated only)";
 
-    std::vector<vk::Buffer> buffers = linearBuffers(x, packWeights(w, spec.weight), spec.norm ? &g : nullptr,
-                                                    spec.residual ? &residual : nullptr, t * n);
+    std::vector<vk::Buffer> buffers =
+        linearBuffers(x, packWeights(w, spec.weight), spec.norm && spec.normWeighted ? &g : nullptr,
+                      spec.residual ? &residual : nullptr, t * n);
     if (spec.halfInput) {
       const std::vector<_Float16> rows = normalizedHalfRows(x, g, t, k, spec.eps);
       buffers[0] = upload(rows.data(), rows.size() * sizeof(_Float16), "x");
@@ -110,11 +113,13 @@ TEST_F(MatMulKernelTest, TiledMatchesTheReferenceForEveryWeightType) {
 }
 
 TEST_F(MatMulKernelTest, TiledNormPrologueAndResidualEpilogue) {
+  // Variant 4: the norm weight folded into w (no g).
   for (const Shape &shape : kTiledShapes)
-    for (int variant = 1; variant < 4; ++variant) {
+    for (int variant = 1; variant < 5; ++variant) {
       MatMulSpec spec;
       spec.weight = plan::DType::F16;
-      spec.norm = variant & 1;
+      spec.norm = variant & 1 || variant == 4;
+      spec.normWeighted = variant != 4;
       spec.residual = variant & 2;
       spec.eps = 1e-5;
       check(spec, shape);
@@ -133,6 +138,7 @@ void compileEveryVariant(codegen::ShaderCompiler &compiler, const std::vector<co
       spec.n = 1000;
       spec.weight = variant & 4 ? plan::DType::BF16 : plan::DType::F16;
       spec.norm = variant & 1;
+      spec.normWeighted = !(spec.norm && (variant & 4)); // bf16 with the norm weight folded into it
       spec.halfInput = !spec.norm && (variant & 4);
       spec.residual = variant & 2;
       spec.eps = 1e-5;
@@ -206,6 +212,7 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
           // The norm in the prologue, or (even shapes) in a norm launch before, whose f16 rows it reads.
           spec.halfInput = (variant & 1) && s % 2 == 0;
           spec.norm = (variant & 1) && !spec.halfInput;
+          spec.normWeighted = !(spec.norm && dtype == plan::DType::BF16); // bf16: the norm weight folded
           spec.residual = variant & 2;
           spec.eps = 1e-5;
           check(spec, shape);
@@ -217,31 +224,32 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
 // The f16 rows that the grouped projections' norm launch writes for the tensor-core matmul: rows shorter
 // and longer than the workgroup, values large enough to overflow f16 unnormalised, and a row of zeros.
 TEST_F(MatMulKernelTest, NormalizedRowsMatchTheReference) {
-  for (int64_t k : {8l, 40l, 896l, 4096l}) {
-    const uint32_t t = 5;
-    std::mt19937 rng(static_cast<uint32_t>(k));
-    std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
-    std::vector<float> x(t * k), g(k);
-    for (float &v : x) v = uniform(rng);
-    for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
-    std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
-    for (int64_t i = 0; i < k; ++i) x[3 * k + i] *= 1e5f;
-    const double eps = 1e-6;
-    codegen::KernelSource source = codegen::normalizedRowsKernel(k, eps);
-    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "norm rows test kernel");
-    std::vector<vk::Buffer> buffers;
-    buffers.push_back(upload(x, "x"));
-    buffers.push_back(upload(g, "g"));
-    buffers.push_back(output(t * k / 2, "result"));
-    buffers.push_back(state(0));
-    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    run(spirv, buffers, {t, 1, 1}, t, "norm rows test kernel");
-    const std::vector<float> result = download(buffers[2], t * k, true);
-    const std::vector<_Float16> expected = normalizedHalfRows(x, g, t, k, eps);
-    for (size_t i = 0; i < result.size(); ++i) // f32 against double arithmetic: one f16 step at most
-      ASSERT_NEAR(result[i], float(expected[i]), std::abs(float(expected[i])) / 1024 + 1e-6)
-          << "K=" << k << ", row " << i / k << ", element " << i % k;
-  }
+  for (bool weighted : {true, false}) // without the weight: folded into the projection's weights
+    for (int64_t k : {8l, 40l, 896l, 4096l}) {
+      const uint32_t t = 5;
+      std::mt19937 rng(static_cast<uint32_t>(k));
+      std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+      std::vector<float> x(t * k), g(k);
+      for (float &v : x) v = uniform(rng);
+      for (float &v : g) v = weighted ? 0.5f + 0.25f * uniform(rng) : 1.0f;
+      std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
+      for (int64_t i = 0; i < k; ++i) x[3 * k + i] *= 1e5f;
+      const double eps = 1e-6;
+      codegen::KernelSource source = codegen::normalizedRowsKernel(k, eps, weighted);
+      std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "norm rows test kernel");
+      std::vector<vk::Buffer> buffers;
+      buffers.push_back(upload(x, "x"));
+      if (weighted) buffers.push_back(upload(g, "g"));
+      buffers.push_back(output(t * k / 2, "result"));
+      buffers.push_back(state(0));
+      ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+      run(spirv, buffers, {t, 1, 1}, t, "norm rows test kernel");
+      const std::vector<float> result = download(buffers[buffers.size() - 2], t * k, true);
+      const std::vector<_Float16> expected = normalizedHalfRows(x, g, t, k, eps);
+      for (size_t i = 0; i < result.size(); ++i) // f32 against double arithmetic: one f16 step at most
+        ASSERT_NEAR(result[i], float(expected[i]), std::abs(float(expected[i])) / 1024 + 1e-6)
+            << "K=" << k << ", row " << i / k << ", element " << i % k;
+    }
   EXPECT_THROW(codegen::normalizedRowsKernel(36, 1e-6), codegen::CodegenError); // not whole 16-byte words
 }
 
