@@ -213,6 +213,32 @@ private:
       weightIndex_[weight.name] = plan_.weights.size();
       plan_.weights.push_back(std::move(weight));
     }
+    for (auto w : module_.getOps<gd::WeightOp>())
+      if (auto by = w.getScaleColumnsByAttr())
+        plan_.weights[weightIndex_.at(w.getSymName().str())].scaleColumnsBy =
+            static_cast<int32_t>(weightIndex_.at(by.getValue().str()));
+  }
+
+  // Whether `projection` is a gerbil.linear whose norm weight gerbil-fold-norm-weights folded into its
+  // matrix (plan::Weight::scaleColumnsBy): its kernel then normalises without the norm weight.
+  bool normFolded(Operation *projection) {
+    auto linear = dyn_cast<gd::LinearOp>(projection);
+    if (!linear || !linear.getNorm()) return false;
+    auto matrix = gd::outsideDispatch(linear.getWeight()).getDefiningOp<gd::WeightRefOp>();
+    auto norm = gd::outsideDispatch(linear.getNorm()).getDefiningOp<gd::WeightRefOp>();
+    if (!matrix || !norm) return false;
+    auto weight = module_.lookupSymbol<gd::WeightOp>(matrix.getNameAttr());
+    return weight && weight.getScaleColumnsByAttr() == norm.getNameAttr();
+  }
+
+  // normFolded of a fusion group's projections, which share their norm: all of them or none.
+  bool groupNormFolded(llvm::ArrayRef<Operation *> projections, const std::string &label) {
+    const bool folded = normFolded(projections.front());
+    for (Operation *p : projections)
+      if (normFolded(p) != folded)
+        throw CodegenError("fusion group '" + label +
+                           "': its norm weight is folded into some of its matrices only");
+    return folded;
   }
 
   void readCaches() {
@@ -395,6 +421,7 @@ private:
             spec.k = rowWidth(m->getOperand(0));
             spec.n = rowWidth(m->getResult(0));
             spec.norm = linear && linear.getNorm();
+            spec.normWeighted = !normFolded(m);
             spec.residual = linear && linear.getResidual();
             if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
             spec.weight = operandDType(gd::outsideDispatch(m->getOperand(1)));
@@ -588,10 +615,11 @@ private:
     std::vector<plan::Dispatch> out;
     if (norm) {
       KernelInstance rows;
-      rows.source = normalizedRowsKernel(spec.k, g.linear.getEps()->convertToDouble());
-      rows.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)},
-                      {BindingSource::ValueOf, 0, g.linear.getNorm()},
-                      {BindingSource::ScratchPartials, 0}};
+      const bool weighted = !groupNormFolded(g.projections, label);
+      rows.source = normalizedRowsKernel(spec.k, g.linear.getEps()->convertToDouble(), weighted);
+      rows.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)}};
+      if (weighted) rows.origins.push_back({BindingSource::ValueOf, 0, g.linear.getNorm()});
+      rows.origins.push_back({BindingSource::ScratchPartials, 0});
       rows.scratchPartialBytes = static_cast<uint64_t>(maxTokens_ * spec.k) * 2;
       out.push_back(finish(dispatch, rows, perTokenGrid(dispatch.getContext(), 1), "norm_rows_f16",
                            label + ".norm", nullptr));
@@ -656,8 +684,10 @@ private:
     bool norm = linear && linear.getNorm();
     int64_t kDim = rowWidth(first->getOperand(0));
     plan::DType weights = operandDType(gd::outsideDispatch(first->getOperand(1)));
+    const bool normWeighted = !groupNormFolded(projections, locationName(dispatch.getLoc()));
     define("K", uintValue(kDim));
     define("NORM_PROLOGUE", norm ? "1" : "0");
+    define("NORM_WEIGHTED", normWeighted ? "1" : "0");
     define("RESIDUAL", "0");
     if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
     bind("x", Access::Read, first->getOperand(0));
@@ -665,7 +695,7 @@ private:
         qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
     for (size_t i = 0; i < parts.size(); ++i)
       bind("w_" + parts[i], Access::Read, projections[i]->getOperand(1));
-    if (norm) bind("g", Access::Read, linear.getNorm());
+    if (norm && normWeighted) bind("g", Access::Read, linear.getNorm());
     for (size_t i = 0; i < parts.size(); ++i) {
       if (Value bias = g.biases[i])
         bind("bias_" + parts[i], Access::Read, bias);

@@ -59,9 +59,9 @@ private:
   void declareWeight(const WeightDescription &w) {
     auto type = RankedTensorType::get(w.shape, f32_);
     SmallVector<StringRef> keys(w.source.keys.begin(), w.source.keys.end());
-    auto op = b_.create<gd::WeightOp>(loc(w.name), b_.getStringAttr(w.name), TypeAttr::get(type),
-                                          b_.getStrArrayAttr(keys), w.source.transpose ? b_.getUnitAttr() : nullptr,
-                                          nullptr, nullptr);
+    auto op = b_.create<gd::WeightOp>(
+        loc(w.name), b_.getStringAttr(w.name), TypeAttr::get(type), b_.getStrArrayAttr(keys),
+        w.source.transpose ? b_.getUnitAttr() : nullptr, nullptr, nullptr, nullptr);
     if (w.source.sliceDim >= 0)
       op.setSliceAttr(b_.getDenseI64ArrayAttr({w.source.sliceDim, w.source.sliceStart, w.source.sliceLength}));
     weightTypes_[w.name] = type;

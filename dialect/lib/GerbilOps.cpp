@@ -62,6 +62,20 @@ LogicalResult WeightOp::verify() {
   return success();
 }
 
+LogicalResult WeightOp::verifySymbolUses(SymbolTableCollection &table) {
+  auto by = getScaleColumnsByAttr();
+  if (!by) return success();
+  auto scale = lookupSymbol<WeightOp>(*this, table, by, "gerbil.weight");
+  if (failed(scale)) return failure();
+  auto type = llvm::cast<RankedTensorType>(getType());
+  auto scaleType = llvm::cast<RankedTensorType>(scale->getType());
+  if (type.getRank() != 2 || scaleType.getRank() != 1 || scaleType.getDimSize(0) != type.getDimSize(1) ||
+      scale->getScaleColumnsBy())
+    return emitOpError() << "scale_columns_by " << by << " must be an unscaled vector of its row length ("
+                         << type.getDimSize(type.getRank() - 1) << "), got " << scaleType;
+  return success();
+}
+
 LogicalResult WeightRefOp::verifySymbolUses(SymbolTableCollection &table) {
   auto weight = lookupSymbol<WeightOp>(*this, table, getNameAttr(), "gerbil.weight");
   if (failed(weight)) return failure();

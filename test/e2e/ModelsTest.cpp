@@ -38,6 +38,36 @@ std::string joinIds(const std::vector<int64_t> &ids, size_t count) {
   return s;
 }
 
+// The greedy steps of the reference that a path whose logits stay within `tolerance` of its own must
+// reproduce: all of them, or up to the first near-tie (top two logits less than 2 · tolerance apart), which
+// either token may win; after it the contexts may differ. Each step's top two tokens in `top`.
+size_t decidedSteps(const std::vector<float> &logits, size_t vocab, double tolerance,
+                    std::vector<std::pair<int64_t, int64_t>> &top) {
+  const size_t steps = logits.size() / vocab;
+  for (size_t s = 0; s < steps; ++s) {
+    const float *row = logits.data() + s * vocab;
+    int64_t first = 0, second = -1;
+    for (size_t i = 1; i < vocab; ++i)
+      if (row[i] > row[first])
+        second = first, first = int64_t(i);
+      else if (second < 0 || row[i] > row[second])
+        second = int64_t(i);
+    top.emplace_back(first, second);
+    if (row[first] - row[second] < 2 * tolerance) return s + 1;
+  }
+  return steps;
+}
+
+// "output_ids":[...] of gerbil-exec's --json output.
+std::vector<int64_t> outputIds(const std::string &json) {
+  std::vector<int64_t> ids;
+  size_t at = json.find("\"output_ids\":[");
+  if (at == std::string::npos) return ids;
+  std::istringstream in(json.substr(at + 14, json.find(']', at) - at - 14));
+  for (std::string id; std::getline(in, id, ',');) ids.push_back(std::stoll(id));
+  return ids;
+}
+
 double maxAbsDifference(const std::vector<float> &a, const std::vector<float> &b) {
   if (a.size() != b.size()) return INFINITY;
   double worst = 0;
@@ -102,11 +132,27 @@ protected:
     Result decode = execute(plan, joinIds(prompt, prompt.size()), newTokens, decodeLogits);
     ASSERT_EQ(decode.code, 0) << decode.output;
     std::vector<int64_t> want(expected.begin() + prompt.size(), expected.end());
-    std::string wantJson = "\"output_ids\":[" + joinIds(want, want.size()) + "]";
-    EXPECT_NE(decode.output.find(wantJson), std::string::npos) << "expected " << wantJson << " in " << decode.output;
+    const std::vector<float> refSteps = floats(ref.at("greedy_logits"));
+    const size_t vocab = refSteps.size() / want.size();
+    std::vector<std::pair<int64_t, int64_t>> top;
+    const size_t decided = decidedSteps(refSteps, vocab, tolerance, top);
+    std::vector<int64_t> tokens = outputIds(decode.output);
+    ASSERT_EQ(tokens.size(), want.size()) << decode.output;
+    for (size_t s = 0; s < decided; ++s) {
+      const bool tie = s + 1 == decided && decided < want.size();
+      if (tie) // a near-tie of the reference: either of its two tokens
+        EXPECT_TRUE(tokens[s] == top[s].first || tokens[s] == top[s].second)
+            << "step " << s << ": " << tokens[s] << ", not " << top[s].first << " or " << top[s].second;
+      else
+        EXPECT_EQ(tokens[s], want[s]) << "step " << s << " of " << decode.output;
+    }
     SafetensorsFile steps(decodeLogits.string());
-    EXPECT_LE(maxAbsDifference(floats(steps.tensors().at("step_logits")), floats(ref.at("greedy_logits"))), tolerance)
-        << "decode step logits";
+    std::vector<float> gotSteps = floats(steps.tensors().at("step_logits"));
+    gotSteps.resize(std::min(gotSteps.size(), decided * vocab));
+    EXPECT_LE(
+        maxAbsDifference(gotSteps, std::vector<float>(refSteps.begin(), refSteps.begin() + decided * vocab)),
+        tolerance)
+        << "decode step logits (" << decided << " steps before the reference's first near-tie)";
   }
 
   fs::path model_, work_;
@@ -117,7 +163,9 @@ protected:
 TEST_P(ModelTest, F32MatchesTransformers) { checkAgainstReference("f32", 1e-3); }
 
 // f16 weight matrices (norms and biases stay f32, activations are f32): the rounding of the weights moves
-// the logits of these models (|logits| up to 37) by at most ~0.04; the greedy tokens must not change.
+// the logits of these models (|logits| up to 37) by at most ~0.04; the greedy tokens must not change, up to
+// a near-tie of the reference that the tolerance allows either way (qwen3-tiny's third step: 50 ahead of
+// 406 by 0.0037, which folding the norm weights into f16 matrices turned round).
 TEST_P(ModelTest, F16KeepsGreedyTokens) { checkAgainstReference("f16", 0.1); }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelTest,

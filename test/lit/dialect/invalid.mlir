@@ -93,6 +93,17 @@ gerbil.weight @keyless : tensor<4xf32> {keys = []}
 
 // -----
 
+gerbil.weight @g : tensor<4xf32> {keys = ["g"]}
+// expected-error @+1 {{scale_columns_by @g must be an unscaled vector of its row length (8), got 'tensor<4xf32>'}}
+gerbil.weight @w : tensor<4x8xf32> {keys = ["w"], scale_columns_by = @g}
+
+// -----
+
+// expected-error @+1 {{refers to @missing, which is not a gerbil.weight}}
+gerbil.weight @w : tensor<4x8xf32> {keys = ["w"], scale_columns_by = @missing}
+
+// -----
+
 func.func @argmax(%l: tensor<?x16xf32>) -> tensor<2xi32> {
   // expected-error @+1 {{gives one token: tensor<1xi32>}}
   %t = gerbil.argmax %l : tensor<?x16xf32> -> tensor<2xi32>

@@ -16,17 +16,22 @@ def Gerbil_Weight : TensorOf<[F32, F16, BF16]>;
 // State: weights and KV caches
 //===----------------------------------------------------------------------===//
 
-def Gerbil_WeightOp : Gerbil_Op<"weight", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+def Gerbil_WeightOp : Gerbil_Op<"weight", [Symbol, HasParent<"::mlir::ModuleOp">,
+                                            DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "A weight of the model, loaded from the checkpoint";
   let description = [{
     `sym_name` is the canonical name. `keys` are the safetensors names it may have in a checkpoint (first is
     the usual one). `type` is the tensor as the graph sees it; `transpose` says the checkpoint stores it
     [in, out] (GPT-2 Conv1D); `slice = [dim, start, length]` takes part of a fused tensor (after transpose).
     The layout pass sets `device_dtype`: the element type the runtime converts it to at load.
+    `scale_columns_by` (gerbil-fold-norm-weights) names a vector of the matrix's row length whose values
+    multiply its columns on the device: the weight of the RMSNorm before every projection that reads this
+    matrix, which their kernels then leave out. The graph's values are unchanged by it.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<Gerbil_Weight>:$type, StrArrayAttr:$keys,
                        UnitAttr:$transpose, OptionalAttr<DenseI64ArrayAttr>:$slice,
-                       OptionalAttr<TypeAttr>:$device_dtype);
+                       OptionalAttr<TypeAttr>:$device_dtype,
+                       OptionalAttr<FlatSymbolRefAttr>:$scale_columns_by);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
 }
