@@ -27,27 +27,6 @@ using namespace gerbil::e2e;
 
 namespace {
 
-// The ids after "output_ids":[ in gerbil-exec's JSON.
-std::vector<int> outputIds(const std::string &json) {
-  std::vector<int> ids;
-  const std::string key = "\"output_ids\":[";
-  size_t begin = json.find(key), end = begin == std::string::npos ? begin : json.find(']', begin);
-  if (end == std::string::npos) return ids;
-  begin += key.size();
-  std::stringstream s(json.substr(begin, end - begin));
-  for (std::string item; std::getline(s, item, ',');) ids.push_back(std::stoi(item));
-  return ids;
-}
-
-std::string join(const std::vector<int> &ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(ids[i]);
-  }
-  return s;
-}
-
 struct Case {
   std::string name;
   std::string config; // relative to the test data folder
@@ -89,29 +68,29 @@ TEST_P(DecodeTest, DecodeStepsMatchPrefill) {
     exec += " --weights " + weights.string();
   }
 
-  std::vector<int> prompt;
+  std::vector<int64_t> prompt;
   for (int i = 0; i < c.promptTokens; ++i) prompt.push_back((i * 37 + 11) % 150 + 3);
   fs::path stepsFile = work_ / "steps.safetensors";
-  Result decoded = run(exec + " --prompt-ids " + join(prompt) + " --max-new-tokens " +
+  Result decoded = run(exec + " --prompt-ids " + joinIds(prompt) + " --max-new-tokens " +
                        std::to_string(c.newTokens) + " --json --dump-logits " + stepsFile.string());
   if (decoded.code == 4 && decoded.output.find("no Vulkan device") != std::string::npos)
     GTEST_SKIP() << decoded.output;
   ASSERT_EQ(decoded.code, 0) << decoded.output;
-  std::vector<int> generated = outputIds(decoded.output);
+  std::vector<int64_t> generated = outputIds(decoded.output);
   ASSERT_EQ(generated.size(), size_t(c.newTokens)) << decoded.output;
 
   // The same greedy run on the GPU alone (replayed command buffers, no logits read back) picks the same
   // tokens.
-  Result gpuGreedy = run(exec + " --prompt-ids " + join(prompt) + " --max-new-tokens " +
+  Result gpuGreedy = run(exec + " --prompt-ids " + joinIds(prompt) + " --max-new-tokens " +
                          std::to_string(c.newTokens) + " --json");
   ASSERT_EQ(gpuGreedy.code, 0) << gpuGreedy.output;
   EXPECT_EQ(outputIds(gpuGreedy.output), generated);
 
-  std::vector<int> all = prompt;
+  std::vector<int64_t> all = prompt;
   all.insert(all.end(), generated.begin(), generated.end() - 1);
   fs::path prefillFile = work_ / "prefill.safetensors";
-  Result prefilled = run(exec + " --prompt-ids " + join(all) + " --max-new-tokens 0 --json --dump-logits " +
-                         prefillFile.string());
+  Result prefilled = run(exec + " --prompt-ids " + joinIds(all) +
+                         " --max-new-tokens 0 --json --dump-logits " + prefillFile.string());
   ASSERT_EQ(prefilled.code, 0) << prefilled.output;
 
   SafetensorsFile stepsLogits(stepsFile.string()), prefillLogits(prefillFile.string());

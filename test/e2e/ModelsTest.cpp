@@ -29,15 +29,6 @@ std::vector<int64_t> ints(const TensorView &t) {
   return v;
 }
 
-std::string joinIds(const std::vector<int64_t> &ids, size_t count) {
-  std::string s;
-  for (size_t i = 0; i < count; ++i) {
-    if (i) s += ',';
-    s += std::to_string(ids[i]);
-  }
-  return s;
-}
-
 // The greedy steps of the reference that a path whose logits stay within `tolerance` of its own must
 // reproduce: all of them, or up to the first near-tie (top two logits less than 2 · tolerance apart), which
 // either token may win; after it the contexts may differ. Each step's top two tokens in `top`.
@@ -56,16 +47,6 @@ size_t decidedSteps(const std::vector<float> &logits, size_t vocab, double toler
     if (row[first] - row[second] < 2 * tolerance) return s + 1;
   }
   return steps;
-}
-
-// "output_ids":[...] of gerbil-exec's --json output.
-std::vector<int64_t> outputIds(const std::string &json) {
-  std::vector<int64_t> ids;
-  size_t at = json.find("\"output_ids\":[");
-  if (at == std::string::npos) return ids;
-  std::istringstream in(json.substr(at + 14, json.find(']', at) - at - 14));
-  for (std::string id; std::getline(in, id, ',');) ids.push_back(std::stoll(id));
-  return ids;
 }
 
 double maxAbsDifference(const std::vector<float> &a, const std::vector<float> &b) {
@@ -116,7 +97,7 @@ protected:
     // Every prompt position of one prefill.
     std::vector<int64_t> inputIds = ints(ref.at("input_ids"));
     fs::path prefillLogits = work_ / "prefill.safetensors";
-    Result prefill = execute(plan, joinIds(inputIds, inputIds.size()), 0, prefillLogits);
+    Result prefill = execute(plan, joinIds(inputIds), 0, prefillLogits);
     if (skipped_) GTEST_SKIP() << "no Vulkan device: " << prefill.output;
     ASSERT_EQ(prefill.code, 0) << prefill.output;
     SafetensorsFile got(prefillLogits.string());
@@ -129,7 +110,7 @@ protected:
     std::vector<int64_t> expected = ints(ref.at("greedy_output"));
     int newTokens = static_cast<int>(expected.size() - prompt.size());
     fs::path decodeLogits = work_ / "decode.safetensors";
-    Result decode = execute(plan, joinIds(prompt, prompt.size()), newTokens, decodeLogits);
+    Result decode = execute(plan, joinIds(prompt), newTokens, decodeLogits);
     ASSERT_EQ(decode.code, 0) << decode.output;
     std::vector<int64_t> want(expected.begin() + prompt.size(), expected.end());
     const std::vector<float> refSteps = floats(ref.at("greedy_logits"));

@@ -1,9 +1,10 @@
 // What the end-to-end tests share: where the built tools and the test data are, running a tool with its
-// output captured, and a tensor's values as floats.
+// output captured, token ids to and from gerbil-exec, and a tensor's values as floats.
 #pragma once
 
 #include "runtime/weights/Safetensors.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,28 @@ inline Result run(const std::string &command) {
   s << in.rdbuf();
   fs::remove(log);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
+}
+
+// Token ids as gerbil-exec's --prompt-ids takes them ("1,2,3").
+inline std::string joinIds(const std::vector<int64_t> &ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  return s;
+}
+
+// The ids after "output_ids":[ in gerbil-exec's --json output (none if it has no such key).
+inline std::vector<int64_t> outputIds(const std::string &json) {
+  std::vector<int64_t> ids;
+  const std::string key = "\"output_ids\":[";
+  size_t begin = json.find(key), end = begin == std::string::npos ? begin : json.find(']', begin);
+  if (end == std::string::npos) return ids;
+  begin += key.size();
+  std::stringstream s(json.substr(begin, end - begin));
+  for (std::string item; std::getline(s, item, ',');) ids.push_back(std::stoll(item));
+  return ids;
 }
 
 inline std::vector<float> floats(const weights::TensorView &t) {

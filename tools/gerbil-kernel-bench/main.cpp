@@ -243,10 +243,11 @@ int main(int argc, char **argv) {
   gemv->add_option("--k", k, "Reduction width");
   int64_t split = 0;
   gemv->add_option("--split", split, "Teams per pair of rows (default: the catalog's)");
-  gemv->add_flag("--norm", norm, "RMSNorm prologue");
+  CLI::Option *gemvNorm = gemv->add_flag("--norm", norm, "RMSNorm prologue");
   bool normFolded = false;
   gemv->add_flag("--norm-folded", normFolded,
-                 "With --norm: its weight folded into the matrix (gerbil-fold-norm-weights), not loaded");
+                 "With --norm: its weight folded into the matrix (gerbil-fold-norm-weights), not loaded")
+      ->needs(gemvNorm);
   gemv->add_flag("--residual", residual, "Residual epilogue");
   bool gateUp = false;
   gemv->add_flag("--gate-up", gateUp, "Gate/up pairs: n outputs of silu(gate) * up, 2n weight rows");
@@ -397,7 +398,6 @@ int main(int argc, char **argv) {
       spec.eps = 1e-5;
       spec.split = split;
       spec.gateUp = gateUp;
-      if (normFolded && !norm) throw CLI::ValidationError("--norm-folded", "needs --norm");
       spec.normWeighted = !normFolded;
       spec.subgroupOps = options.subgroupOps;
       codegen::KernelSource source = codegen::gemvKernel(spec);
