@@ -80,6 +80,9 @@ def section(results, commit, title):
         worst = {d: max((max(r["prefill_max_abs"], r["decode_max_abs"]) for r in fixtures if r["dtype"] == d),
                         default=0) for d in ("f32", "f16")}
         verdict = "all pass" if not failed else "FAILED: " + ", ".join(failed)
+        tied = [f"{r['fixture']} {r['dtype']}" for r in fixtures if r.get("passed") and not r["greedy_identical"]]
+        if tied:
+            verdict += f" ({', '.join(tied)}: greedy tokens the same up to a near-tie of the reference)"
         out.append(f"Fixtures against transformers on this GPU ({len(fixtures)} runs): {verdict}; max |Δlogit| "
                    f"{worst['f32']:.1e} in f32 (tolerance 1e-3), {worst['f16']:.3f} in f16 (tolerance 0.1).")
     out.append("")
