@@ -1,5 +1,7 @@
 #include "runtime/exec/WeightLoader.h"
 
+#include "runtime/weights/HalfConversion.h"
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -70,6 +72,12 @@ void storeElement(plan::DType dtype, float v, uint8_t *out, size_t i) {
   default:
     std::memcpy(out + 4 * i, &v, 4);
   }
+}
+
+// Elements [first, first + count) of a device buffer of `dtype` from f32 values.
+void storeRow(plan::DType dtype, const float *values, int64_t count, uint8_t *out, int64_t first) {
+  if (dtype == plan::DType::F16) return weights::floatsToHalfs(values, count, out + 2 * first);
+  for (int64_t i = 0; i < count; ++i) storeElement(dtype, values[i], out, size_t(first + i));
 }
 
 // Whether the checkpoint's bytes are already the device's: then a weight is copied, not converted.
@@ -187,8 +195,9 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
       std::vector<float> row(cols);
       for (int64_t r = begin; r < end; ++r) {
         weights::convertToF32(t, (r + rowOffset) * sourceCols + colOffset, cols, row.data());
-        for (int64_t c = 0; c < cols; ++c)
-          storeElement(w.deviceDType, scaled(row[c], c), out.data(), r * cols + c);
+        if (!columnScale.empty())
+          for (int64_t c = 0; c < cols; ++c) row[c] *= columnScale[c];
+        storeRow(w.deviceDType, row.data(), cols, out.data(), r * cols);
       }
     });
     return out;

@@ -3,6 +3,8 @@
 // shapes, no overlaps), so that later code may use any TensorView without further checks.
 #include "runtime/weights/Safetensors.h"
 
+#include "runtime/weights/HalfConversion.h"
+
 #include "runtime/support/JsonExcerpt.h"
 
 #include <nlohmann/json.hpp>
@@ -504,11 +506,7 @@ void convertToF32(const TensorView &t, int64_t first, int64_t count, float *out)
     if (count > 0) std::memcpy(out, src, size_t(count) * 4);
     return;
   case TensorDType::F16:
-    for (int64_t i = 0; i < count; ++i) {
-      uint16_t v;
-      std::memcpy(&v, src + 2 * i, 2);
-      out[i] = halfToFloat(v);
-    }
+    halfsToFloats(src, count, out);
     return;
   case TensorDType::BF16:
     for (int64_t i = 0; i < count; ++i) {

@@ -1,9 +1,11 @@
 // safetensors: round trips, every malformed header the reader must reject (with a message naming the problem
 // and the tensor), sharded checkpoints, the real fixtures, and the half / bfloat16 conversions.
 #include "runtime/weights/Safetensors.h"
+#include "runtime/weights/HalfConversion.h"
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -610,6 +612,39 @@ TEST(Half, AgreesWithTheCompiler) {
   }
 }
 #endif
+
+// The row conversions (F16C where the CPU has it) against the element-by-element ones: every half, and
+// random floats of every magnitude, at lengths that leave a tail past the 8-wide steps and unaligned.
+TEST(Half, RowConversionsAgreeWithTheElementwiseOnes) {
+  std::vector<uint8_t> halfs(2 * 0x10001);
+  for (uint32_t h = 0; h < 0x10000; ++h) std::memcpy(halfs.data() + 1 + 2 * h, &h, 2);
+  std::vector<float> fast(0x10000), portable(0x10000);
+  halfsToFloats(halfs.data() + 1, 0x10000 - 3, fast.data());
+  halfsToFloatsPortable(halfs.data() + 1, 0x10000 - 3, portable.data());
+  for (size_t i = 0; i + 3 < fast.size(); ++i)
+    if (std::isnan(portable[i]))
+      ASSERT_TRUE(std::isnan(fast[i])) << i;
+    else
+      ASSERT_EQ(std::bit_cast<uint32_t>(fast[i]), std::bit_cast<uint32_t>(portable[i])) << std::hex << i;
+
+  std::mt19937 random(11);
+  std::vector<float> floats(100003);
+  for (float &f : floats) f = std::bit_cast<float>(uint32_t(random()));
+  floats[0] = 65519.0f, floats[1] = 65520.0f, floats[2] = 5.9604645e-8f, floats[3] = 2.9802322e-8f;
+  floats[4] = -0.0f, floats[5] = INFINITY, floats[6] = 1e-30f, floats[7] = 3.0e-8f;
+  std::vector<uint8_t> fastHalfs(2 * floats.size() + 1), portableHalfs(2 * floats.size());
+  floatsToHalfs(floats.data(), int64_t(floats.size()), fastHalfs.data() + 1);
+  floatsToHalfsPortable(floats.data(), int64_t(floats.size()), portableHalfs.data());
+  for (size_t i = 0; i < floats.size(); ++i) {
+    uint16_t a, b;
+    std::memcpy(&a, fastHalfs.data() + 1 + 2 * i, 2);
+    std::memcpy(&b, portableHalfs.data() + 2 * i, 2);
+    if (std::isnan(floats[i]))
+      ASSERT_TRUE(std::isnan(halfToFloat(a))) << i;
+    else
+      ASSERT_EQ(a, b) << floats[i];
+  }
+}
 
 TEST(Half, Bfloat16KnownValues) {
   EXPECT_EQ(bfloat16ToFloat(0x3f80), 1.0f);
