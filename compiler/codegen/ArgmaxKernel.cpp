@@ -9,13 +9,14 @@ ArgmaxKernel argmaxKernel(int64_t vocab, int64_t maxSequence) {
   KernelSource &k = a.source;
   const int64_t groups = mlir::gerbil::argmaxGroups(vocab);
   k.templateFile = "argmax.glsl";
+  k.libraries = {"argmax_combine.glsl"};
   k.workgroup = {mlir::gerbil::kArgmaxWorkgroup, 1, 1};
   k.defines = {{"VOCAB", uintValue(vocab)},
                {"SEQ", uintValue(maxSequence)},
                {"LOADS", uintValue(mlir::gerbil::kArgmaxLoads)},
                {"GROUPS", uintValue(groups)}};
   k.bindings = {{"logits", Access::Read, plan::DType::F32},
-                {"result", Access::TokenIdsWrite, plan::DType::I32},
+                {"token", Access::TokenIdsWrite, plan::DType::I32},
                 {"ids", Access::TokenIdsWrite, plan::DType::I32},
                 {"partial", Access::ReadWrite, plan::DType::F32, false, true},
                 {"counters", Access::TokenIdsWrite, plan::DType::I32}};

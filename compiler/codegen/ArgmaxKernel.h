@@ -6,7 +6,7 @@
 
 namespace gerbil::codegen {
 
-// Bindings: logits, result, ids, partial (scratch), counters (scratch), then the state buffer. The scratch
+// Bindings: logits, token, ids, partial (scratch), counters (scratch), then the state buffer. The scratch
 // holds one counter and each workgroup's best value and index.
 struct ArgmaxKernel {
   KernelSource source;

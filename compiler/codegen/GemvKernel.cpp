@@ -1,5 +1,6 @@
 #include "compiler/codegen/GemvKernel.h"
 
+#include "compiler/codegen/ShaderCompiler.h"
 #include "gerbil/Passes/KernelShapes.h"
 
 namespace gerbil::codegen {
@@ -60,11 +61,34 @@ KernelSource gemvKernel(const GemvSpec &spec) {
   if (spec.norm && spec.normWeighted) k.bindings.push_back({"g", Access::Read, plan::DType::F32});
   if (spec.residual) k.bindings.push_back({"residual", Access::Read, plan::DType::F32});
   k.bindings.push_back({"result", Access::Write, plan::DType::F32});
+  if (spec.argmax) {
+    if (spec.gateUp || spec.residual || !spec.rowFromPush || spec.split || spec.maxSequence <= 0)
+      throw CodegenError(
+          "a gemv that picks the greedy token must be a logits projection (one row, from "
+          "firstRow) with no residual, of the catalog's shape, and needs the maximum sequence length");
+    const mlir::gerbil::GemvArgmaxGrid grid = mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n);
+    define("ARGMAX", "1");
+    define("BLOCKS", uintValue(grid.blocks));
+    define("GROUPS", uintValue(grid.groups));
+    define("VOCAB", uintValue(spec.n));
+    define("SEQ", uintValue(spec.maxSequence));
+    k.libraries = {"argmax_combine.glsl"};
+    k.bindings.push_back({"token", Access::TokenIdsWrite, plan::DType::I32});
+    k.bindings.push_back({"ids", Access::TokenIdsWrite, plan::DType::I32});
+    k.bindings.push_back({"partial", Access::ReadWrite, plan::DType::F32, false, true});
+    k.bindings.push_back({"counters", Access::TokenIdsWrite, plan::DType::I32});
+  }
   addGemvViews(k);
   return k;
 }
 
+GemvScratch gemvScratch(const GemvSpec &spec) {
+  if (!spec.argmax) return {};
+  return {4, static_cast<uint64_t>(2 * mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n).groups) * 4};
+}
+
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec) {
+  if (spec.argmax) return {static_cast<uint32_t>(mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n).groups), 1, 1};
   mlir::gerbil::GemvShape shape = shapeOf(spec.k, spec.n, spec.gateUp, spec.split);
   return {static_cast<uint32_t>((spec.n + shape.outputs() - 1) / shape.outputs()), 1, 1};
 }

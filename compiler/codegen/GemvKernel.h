@@ -29,10 +29,20 @@ struct GemvSpec {
   // MODE_SINGLE: the input and result rows are the firstRow push constant's (the logits projection, which
   // Plan::lastRowLogits runs on a prefill's last row), else row 0 (reading it cost the others ~0.5 µs).
   bool rowFromPush = false;
+  // MODE_SINGLE of the logits projection that also picks the greedy token (argmax_combine.glsl): bindings
+  // token, ids, partial and counters (scratch) after result; maxSequence sizes the state's token list.
+  bool argmax = false;
+  int64_t maxSequence = 0;
 };
 
+// The scratch of an ARGMAX gemv: its counter, and a value and an index per workgroup.
+struct GemvScratch {
+  uint64_t counterBytes = 0, partialBytes = 0;
+};
+GemvScratch gemvScratch(const GemvSpec &spec);
+
 // MODE_SINGLE, or MODE_GATE_UP (gateUp). Bindings in this order: x, w (or w_gate, w_up), [g], [residual],
-// result (then the state buffer).
+// result, [token, ids, partial, counters] (then the state buffer).
 KernelSource gemvKernel(const GemvSpec &spec);
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec);
 

@@ -75,6 +75,7 @@ std::string writeKernel(const KernelSource &kernel) {
   // The state buffer is always the last binding (plan::BufferKind::State).
   text += "layout(std430, binding = " + std::to_string(kernel.bindings.size()) +
           ") restrict buffer Binding_state { uint position; uint generated; uint tokens[]; } state_;\n";
+  for (const std::string &library : kernel.libraries) text += kernelFile(library);
   text += kernelFile(kernel.templateFile);
   return text;
 }

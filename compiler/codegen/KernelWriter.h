@@ -33,6 +33,8 @@ inline constexpr uint32_t kMinSubgroupSize = 4;
 
 struct KernelSource {
   std::string templateFile; // kernels/<templateFile>
+  // Templates of shared functions that templateFile calls, included before it (kernels/<file>).
+  std::vector<std::string> libraries;
   std::vector<std::pair<std::string, std::string>> defines;
   std::vector<KernelBinding> bindings; // binding i of the descriptor set
   // Optional inputs the template reads through load_<name> that this instance does not bind (a bias the

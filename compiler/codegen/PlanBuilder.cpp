@@ -127,7 +127,8 @@ public:
         size_t prefillAt = plan_.prefill.size(), decodeAt = plan_.decode.size();
         for (plan::Dispatch &d : lowerSchedule(dispatch, false)) plan_.prefill.push_back(std::move(d));
         for (plan::Dispatch &d : lowerSchedule(dispatch, true)) plan_.decode.push_back(std::move(d));
-        if (plan_.prefill.size() == prefillAt + 1 && plan_.decode.size() == decodeAt + 1)
+        // (a logits projection grouped with its argmax runs two launches in prefill, the first its own)
+        if (plan_.prefill.size() > prefillAt && plan_.decode.size() == decodeAt + 1)
           placed[dispatch] = {prefillAt, decodeAt};
       } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         plan_.logits = arenaBinding(ret.getOperand(0));
@@ -155,17 +156,23 @@ private:
   }
 
   // The logits projection's prefill and decode dispatches where decode runs it as a one-row gemv (which
-  // takes firstRow) with the same bindings; else none.
+  // takes firstRow) whose bindings extend the prefill one's (plan::extendsBindings); else none. Grouped with
+  // the argmax (linear_argmax), the gemv also stands in for the prefill's argmax launch after the projection.
   plan::Plan::LastRowLogits
   lastRowLogits(Value logits, const llvm::DenseMap<Operation *, std::pair<size_t, size_t>> &placed) {
     auto dispatch = logits.getDefiningOp<gd::DispatchOp>();
-    if (!dispatch || !holdsOneOp(dispatch) || !dispatch.getDecodeGrid() ||
+    if (!dispatch || !dispatch.getDecodeGrid() ||
         !isa<gd::MatMulOp, gd::LinearOp>(dispatch.getBody().front().front()))
       return {};
+    const bool withArgmax = dispatch.getKernel() == gd::kLogitsArgmaxKernel;
+    if (!withArgmax && !holdsOneOp(dispatch)) return {};
     auto at = placed.find(dispatch);
     if (at == placed.end()) return {};
-    if (plan_.prefill[at->second.first].bindings != plan_.decode[at->second.second].bindings) return {};
-    return {static_cast<int32_t>(at->second.first), static_cast<int32_t>(at->second.second)};
+    const std::vector<plan::Binding> &prefill = plan_.prefill[at->second.first].bindings,
+                                     &decode = plan_.decode[at->second.second].bindings;
+    if (!plan::extendsBindings(decode, prefill)) return {};
+    return {static_cast<int32_t>(at->second.first), static_cast<int32_t>(at->second.second),
+            withArgmax ? 2 : 1};
   }
 
   void readModel() {
@@ -755,6 +762,54 @@ private:
     return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
   }
 
+  // The decode kernel of a logits projection grouped with its argmax (gerbil-fuse-logits-argmax): the
+  // one-row gemv that also picks the greedy token (gemv.glsl with ARGMAX).
+  plan::Dispatch lowerLogitsArgmax(gd::DispatchOp dispatch) {
+    const std::string label = locationName(dispatch.getLoc());
+    Block &body = dispatch.getBody().front();
+    Operation *projection = &body.front(), *yield = body.getTerminator();
+    auto argmax = dyn_cast_or_null<gd::ArgmaxOp>(projection->getNextNode());
+    if (!isa<gd::MatMulOp, gd::LinearOp>(projection) || !argmax ||
+        argmax.getLogits() != projection->getResult(0) || yield->getNumOperands() != 2 ||
+        yield->getOperand(0) != projection->getResult(0) || yield->getOperand(1) != argmax.getResult())
+      throw CodegenError("fusion group '" + label + "' (" + gd::kLogitsArgmaxKernel +
+                         ") does not hold a projection and the argmax of its logits");
+    auto linear = dyn_cast<gd::LinearOp>(projection);
+    GemvSpec spec;
+    spec.k = rowWidth(projection->getOperand(0));
+    spec.n = rowWidth(projection->getResult(0));
+    spec.norm = linear && linear.getNorm();
+    spec.normWeighted = !normFolded(projection);
+    spec.residual = linear && linear.getResidual();
+    if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
+    spec.weight = operandDType(gd::outsideDispatch(projection->getOperand(1)));
+    if (spec.norm && spec.normWeighted &&
+        operandDType(gd::outsideDispatch(linear.getNorm())) != plan::DType::F32)
+      throw CodegenError("fusion group '" + label + "': the decode gemv reads its norm weight as f32");
+    spec.subgroupOps = options_.subgroupOps;
+    spec.rowFromPush = true;
+    spec.argmax = true;
+    spec.maxSequence = options_.maxSequence;
+    KernelInstance k;
+    k.source = gemvKernel(spec);
+    requireFormedWorkgroup(k.source, *dispatch.getDecodeWorkgroup(), "fusion group '" + label + "'");
+    for (const KernelBinding &b : k.source.bindings) {
+      auto valueOf = [](Value v) { return BindingSource{BindingSource::ValueOf, 0, v}; };
+      k.origins.push_back(b.name == "x"         ? valueOf(projection->getOperand(0))
+                          : b.name == "w"       ? valueOf(projection->getOperand(1))
+                          : b.name == "g"       ? valueOf(linear.getNorm())
+                          : b.name == "result"  ? valueOf(yield->getOperand(0))
+                          : b.name == "token"   ? valueOf(yield->getOperand(1))
+                          : b.name == "ids"     ? BindingSource{BindingSource::InputIds}
+                          : b.name == "partial" ? BindingSource{BindingSource::ScratchPartials}
+                                                : BindingSource{BindingSource::ScratchCounters});
+    }
+    const GemvScratch scratch = gemvScratch(spec);
+    k.scratchCounterBytes = scratch.counterBytes;
+    k.scratchPartialBytes = scratch.partialBytes;
+    return finish(dispatch, k, *dispatch.getDecodeGrid(), gd::kLogitsArgmaxKernel, label, nullptr);
+  }
+
   AttentionSpec attentionSpec(gd::AttentionOp a) const {
     return {static_cast<int64_t>(a.getNumHeads()),
             static_cast<int64_t>(a.getNumKvHeads()),
@@ -831,6 +886,7 @@ private:
   // The plan dispatches of one dispatch: itself, or for a fusion group in prefill one per op of its body.
   std::vector<plan::Dispatch> lowerSchedule(gd::DispatchOp dispatch, bool decode) {
     if (holdsOneOp(dispatch)) return {lower(dispatch, &dispatch.getBody().front().front(), decode)};
+    if (decode && dispatch.getKernel() == gd::kLogitsArgmaxKernel) return {lowerLogitsArgmax(dispatch)};
     if (decode && dispatch.getDecodeGrid()) return {lowerGroup(dispatch)};
     if (!decode && dispatch.getKernel().ends_with(gd::kCoopSuffix)) return lowerGroupPrefill(dispatch);
     // Op by op, but a q/k/v group's RoPE and cache write as one launch after its projections.

@@ -4,6 +4,7 @@
 //   gerbil-group-qkv: the q, k and v projections of one attention (with their bias adds).
 //   gerbil-fuse-rope-kv-write: RoPE of q and k and the KV-cache write move into that group.
 //   gerbil-group-gate-up: gate and up of a gated MLP with act(gate) * up.
+//   gerbil-fuse-logits-argmax: the logits projection with the greedy argmax of its logits.
 #include "gerbil/Dialect/GerbilDialect.h"
 #include "gerbil/Passes/KernelCatalog.h"
 #include "gerbil/Passes/Passes.h"
@@ -16,6 +17,7 @@ namespace mlir::gerbil {
 #define GEN_PASS_DEF_GERBILGROUPQKV
 #define GEN_PASS_DEF_GERBILFUSEROPEKVWRITE
 #define GEN_PASS_DEF_GERBILGROUPGATEUP
+#define GEN_PASS_DEF_GERBILFUSELOGITSARGMAX
 #include "gerbil/Passes/Passes.h.inc"
 } // namespace mlir::gerbil
 
@@ -270,6 +272,22 @@ struct GroupGateUpPass : mlir::gerbil::impl::GerbilGroupGateUpBase<GroupGateUpPa
     KernelChoice choice =
         gateUpKernel(&getContext(), rowWidth(projection->getOperand(0)), rowWidth(projection->getResult(0)));
     return makeGroup(ops, {mul.getResult()}, choice, groupLocation(projection, "gate_proj", "gate_up_proj"));
+  }
+};
+
+struct FuseLogitsArgmaxPass : mlir::gerbil::impl::GerbilFuseLogitsArgmaxBase<FuseLogitsArgmaxPass> {
+  void runOnOperation() override {
+    SmallVector<ArgmaxOp> argmaxes;
+    getOperation().walk([&](ArgmaxOp a) { argmaxes.push_back(a); });
+    for (ArgmaxOp argmax : argmaxes) {
+      Operation *projection = argmax.getLogits().getDefiningOp();
+      if (!isGroupable(projection) || argmax->getParentOfType<DispatchOp>()) continue;
+      KernelChoice choice = logitsArgmaxKernel(&getContext(), rowWidth(projection->getOperand(0)),
+                                               rowWidth(projection->getResult(0)));
+      // The logits stay a result of the group: @forward returns them beside the token.
+      (void)makeGroup({projection, argmax}, {projection->getResult(0), argmax.getResult()}, choice,
+                      projection->getLoc());
+    }
   }
 };
 

@@ -80,6 +80,10 @@ KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) 
   return decodeOnly(ctx, kGateUpKernel, shape.workgroup, ceilDiv(n, shape.outputs()));
 }
 
+KernelChoice mlir::gerbil::logitsArgmaxKernel(MLIRContext *ctx, int64_t k, int64_t n) {
+  return decodeOnly(ctx, kLogitsArgmaxKernel, gemvShape(k, n, false).workgroup, gemvArgmaxGrid(k, n).groups);
+}
+
 std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, const TargetProfile &profile) {
   StringRef kernel = group.getKernel();
   const bool qkv = kernel == kQKVKernel, gateUp = kernel == kGateUpKernel;

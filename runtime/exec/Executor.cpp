@@ -140,16 +140,21 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDi
                               uint32_t count, bool timestamps, bool lastRowLogits, uint32_t submitEvery,
                               uint32_t firstPart) {
   size_t nextSubmit = submitEvery ? (firstPart ? firstPart : submitEvery) : schedule.size();
+  size_t standsInUntil = 0; // prefill dispatches the one-row logits dispatch took the place of
   for (size_t i = 0; i < schedule.size(); ++i) {
-    // The logits of row count - 1 alone: the decode schedule's one-row dispatch of the same bindings.
+    // The logits of row count - 1 alone: the decode schedule's one-row dispatch whose bindings begin with
+    // the prefill one's; where it also picks the token, the prefill's argmax after it is left out.
     const bool oneRow = lastRowLogits && static_cast<int64_t>(i) == plan_.lastRowLogits.prefill;
-    const PreparedDispatch &d =
-        oneRow ? decode_[static_cast<size_t>(plan_.lastRowLogits.decode)] : schedule[i];
-    const uint32_t tokens = oneRow ? 1 : count;
-    const uint32_t push[2] = {tokens, oneRow ? count - 1 : 0};
-    context_.dispatch(cmd, pipelines_[d.kernel], d.set, push, sizeof push, d.grid[0].evaluate(tokens),
-                      d.grid[1].evaluate(tokens), d.grid[2].evaluate(tokens));
-    context_.computeBarrier(cmd);
+    if (oneRow) standsInUntil = i + static_cast<size_t>(plan_.lastRowLogits.prefillDispatches);
+    if (oneRow || i >= standsInUntil) {
+      const PreparedDispatch &d =
+          oneRow ? decode_[static_cast<size_t>(plan_.lastRowLogits.decode)] : schedule[i];
+      const uint32_t tokens = oneRow ? 1 : count;
+      const uint32_t push[2] = {tokens, oneRow ? count - 1 : 0};
+      context_.dispatch(cmd, pipelines_[d.kernel], d.set, push, sizeof push, d.grid[0].evaluate(tokens),
+                        d.grid[1].evaluate(tokens), d.grid[2].evaluate(tokens));
+      context_.computeBarrier(cmd);
+    }
     if (timestamps) context_.writeTimestamp(cmd, static_cast<uint32_t>(i) + 1);
     if (i + 1 == nextSubmit && i + 1 < schedule.size()) {
       context_.submit(cmd); // the barrier above orders what follows after it

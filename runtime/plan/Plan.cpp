@@ -128,7 +128,9 @@ json manifestToJson(const Plan &plan) {
   m["stateBytes"] = plan.stateBytes;
   m["scratchBytes"] = plan.scratchBytes;
   m["gpuArgmax"] = plan.gpuArgmax;
-  m["lastRowLogits"] = json{{"prefill", plan.lastRowLogits.prefill}, {"decode", plan.lastRowLogits.decode}};
+  m["lastRowLogits"] = json{{"prefill", plan.lastRowLogits.prefill},
+                            {"decode", plan.lastRowLogits.decode},
+                            {"prefillDispatches", plan.lastRowLogits.prefillDispatches}};
 
   // The SPIR-V itself goes to the blob; the manifest says where each kernel's words are.
   json kernels = json::array();
@@ -333,7 +335,8 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.stateBytes = root["stateBytes"].u64();
   plan.scratchBytes = root["scratchBytes"].u64();
   plan.gpuArgmax = root["gpuArgmax"].boolean();
-  plan.lastRowLogits = {root["lastRowLogits"]["prefill"].i32(), root["lastRowLogits"]["decode"].i32()};
+  plan.lastRowLogits = {root["lastRowLogits"]["prefill"].i32(), root["lastRowLogits"]["decode"].i32(),
+                        root["lastRowLogits"]["prefillDispatches"].i32()};
 
   // Kernels share no words (serialize lays them out one after another): otherwise a small file could make the
   // reader copy a large blob once per kernel.
@@ -446,10 +449,17 @@ void validateLastRowLogits(const Plan &plan, const std::string &what) {
                     " and decode dispatch " + std::to_string(l.decode) + ", which the schedules of " +
                     std::to_string(plan.prefill.size()) + " and " + std::to_string(plan.decode.size()) +
                     " dispatches do not have");
-  if (plan.prefill[size_t(l.prefill)].bindings != plan.decode[size_t(l.decode)].bindings)
+  if (l.prefillDispatches < 1 || l.prefillDispatches > 2 ||
+      size_t(l.prefill) + size_t(l.prefillDispatches) > plan.prefill.size())
+    throw PlanError(what + ": lastRowLogits stands in for " + std::to_string(l.prefillDispatches) +
+                    " prefill dispatches from " + std::to_string(l.prefill) + " (1 or 2, within the " +
+                    std::to_string(plan.prefill.size()) + " of the schedule)");
+  const std::vector<Binding> &prefill = plan.prefill[size_t(l.prefill)].bindings,
+                             &decode = plan.decode[size_t(l.decode)].bindings;
+  if (!extendsBindings(decode, prefill))
     throw PlanError(what + ": lastRowLogits pairs prefill dispatch '" +
                     plan.prefill[size_t(l.prefill)].label + "' with decode dispatch '" +
-                    plan.decode[size_t(l.decode)].label + "', whose bindings differ");
+                    plan.decode[size_t(l.decode)].label + "', whose bindings do not extend its own");
 }
 
 void validateWeights(const Plan &plan, const std::string &what) {
@@ -626,6 +636,11 @@ void validate(const Plan &plan, const std::string &what) {
 }
 
 // ---- Serialisation.
+
+bool extendsBindings(const std::vector<Binding> &bindings, const std::vector<Binding> &base) {
+  if (base.empty() || bindings.size() < base.size() || bindings.back() != base.back()) return false;
+  return std::equal(base.begin(), base.end() - 1, bindings.begin());
+}
 
 std::vector<uint8_t> serialize(const Plan &plan) {
   validate(plan, "plan");

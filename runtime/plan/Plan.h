@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 5;
+inline constexpr uint32_t kFormatVersion = 6;
 
 class PlanError : public std::runtime_error {
 public:
@@ -153,20 +153,28 @@ struct Plan {
   Binding logits;            // F32 [T, vocab] after a step
   uint64_t stateBytes = 0;   // the State buffer: (2 + maxSequence) uint32
   uint64_t scratchBytes = 0; // the Scratch buffer (0: none)
-  // The last dispatch of each schedule is a GPU argmax of the last logits row: it writes the chosen token
-  // into input_ids[0], appends it to the state's tokens and advances the position by T.
+  // The last dispatch of each schedule picks the greedy token of the last logits row on the GPU (an argmax
+  // launch, or in decode the logits projection's gemv that also takes the argmax): it writes the chosen
+  // token into input_ids[0], appends it to the state's tokens and advances the position by T.
   bool gpuArgmax = false;
   // Prefill steps that need no more than the last row of logits (generation, not --dump-logits) run the
   // decode dispatch `decode` (the logits projection as a one-row gemv) in place of the prefill dispatch
-  // `prefill` (the same projection of all T rows), with firstRow = T - 1: both have the same bindings, so
-  // row T - 1 of the logits is written as the full dispatch would write it. -1 and -1: no such pair.
+  // `prefill` (the same projection of all T rows), with firstRow = T - 1: the decode one's bindings extend
+  // the prefill one's (extendsBindings), so row T - 1 of the logits is written as the full dispatch would
+  // write it. -1 and -1: no such pair. prefillDispatches: how many prefill dispatches from `prefill` on the
+  // decode one stands in for: 1, or 2 where it also picks the greedy token (the logits projection grouped
+  // with its argmax, which prefill runs as a second launch).
   struct LastRowLogits {
-    int32_t prefill = -1, decode = -1;
+    int32_t prefill = -1, decode = -1, prefillDispatches = 1;
   } lastRowLogits;
   std::vector<Kernel> kernels;
   std::vector<Dispatch> prefill;
   std::vector<Dispatch> decode;
 };
+
+// Whether `bindings` are `base` with more inserted before its last (the state buffer, which every dispatch
+// binds last): what a one-row logits dispatch that also picks the token binds beside the projection's.
+bool extendsBindings(const std::vector<Binding> &bindings, const std::vector<Binding> &base);
 
 // Serialises the plan. Throws PlanError when the plan is inconsistent (a binding naming no weight, ...).
 std::vector<uint8_t> serialize(const Plan &plan);

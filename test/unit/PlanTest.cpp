@@ -186,6 +186,7 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
   expectDispatchesEqual(a.decode, b.decode);
   EXPECT_EQ(a.lastRowLogits.prefill, b.lastRowLogits.prefill);
   EXPECT_EQ(a.lastRowLogits.decode, b.lastRowLogits.decode);
+  EXPECT_EQ(a.lastRowLogits.prefillDispatches, b.lastRowLogits.prefillDispatches);
 }
 
 uint64_t readU64(const std::vector<uint8_t> &bytes, size_t at) {
@@ -502,7 +503,39 @@ TEST(Plan, ValidateRejectsBadLastRowLogits) {
   plan = planWithLastRowLogits();
   plan.decode[0].bindings[2].offset += 4;
   message = errorOf([&] { validate(plan, "plan.bin"); });
-  EXPECT_NE(message.find("whose bindings differ"), std::string::npos) << message;
+  EXPECT_NE(message.find("whose bindings do not extend its own"), std::string::npos) << message;
+  for (int32_t count : {0, 2, 3}) { // the schedule has no prefill dispatch after dispatch 1
+    plan = planWithLastRowLogits();
+    plan.lastRowLogits.prefillDispatches = count;
+    message = errorOf([&] { validate(plan, "plan.bin"); });
+    EXPECT_NE(
+        message.find("lastRowLogits stands in for " + std::to_string(count) + " prefill dispatches from 1"),
+        std::string::npos)
+        << message;
+  }
+}
+
+// A one-row logits dispatch that also picks the token (linear_argmax) binds more than the prefill
+// projection, before the last binding, and stands in for the prefill's argmax launch too.
+TEST(Plan, LastRowLogitsWithTheArgmax) {
+  Plan plan = planWithLastRowLogits();
+  plan.kernels.push_back(Kernel{"linear_argmax", fakeSpirv(3, 40), 5, {128, 1, 1}});
+  plan.decode[0].kernel = 2;
+  plan.decode[0].bindings.insert(plan.decode[0].bindings.end() - 1, Binding{BufferKind::Scratch, 0, 0, 256});
+  plan.prefill.push_back(plan.prefill[0]); // the argmax's launch after the projection's
+  plan.lastRowLogits = {1, 0, 2};
+  EXPECT_NO_THROW(validate(plan));
+  std::vector<uint8_t> bytes = serialize(plan);
+  Plan read = deserialize(bytes.data(), bytes.size(), "plan.bin");
+  expectPlansEqual(read, plan);
+  EXPECT_EQ(read.lastRowLogits.prefillDispatches, 2);
+
+  EXPECT_TRUE(extendsBindings(plan.decode[0].bindings, plan.prefill[1].bindings));
+  EXPECT_FALSE(extendsBindings(plan.prefill[1].bindings, plan.decode[0].bindings));
+  std::vector<Binding> movedLast = plan.decode[0].bindings;
+  std::swap(movedLast[movedLast.size() - 1], movedLast[movedLast.size() - 2]);
+  EXPECT_FALSE(extendsBindings(movedLast, plan.prefill[1].bindings));
+  EXPECT_FALSE(extendsBindings(plan.decode[0].bindings, {}));
 }
 
 TEST(Plan, ValidateRejectsBadKernelIndex) {

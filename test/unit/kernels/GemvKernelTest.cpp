@@ -80,6 +80,89 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
     }
 }
 
+// The logits projection that also picks the greedy token (ARGMAX; gerbil-fuse-logits-argmax), as
+// Plan::lastRowLogits runs it on a prefill's last row (firstRow 2 of 3 rows) and as decode runs it (firstRow
+// 0): the logits of that row, the first index of their largest (two equal largest rows, in different
+// workgroups), the input id, the state's token list and position, and the counter back at 0, over two
+// launches. Vocabularies of one workgroup, of many, and of more blocks than candidates (several blocks a
+// workgroup).
+TEST_F(GemvKernelTest, ArgmaxPicksTheFirstLargestLogit) {
+  for (int64_t n : {16l, 3000l, 20000l})
+    for (bool subgroupOps : {true, false})
+      for (uint32_t firstRow : {2u, 0u}) {
+        const int64_t k = 64, rows = 3;
+        std::mt19937 rng(static_cast<uint32_t>(n + firstRow));
+        std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+        std::vector<float> x(rows * k), w(n * k);
+        for (float &v : x) v = uniform(rng);
+        for (float &v : w) v = weightValue(rng);
+        const float *row = x.data() + firstRow * k;
+        const int64_t first = n / 3 + 1, second = n - 2; // the largest logit, twice
+        for (int64_t i = 0; i < k; ++i) w[first * k + i] = w[second * k + i] = row[i] > 0 ? 1.0f : -1.0f;
+        codegen::GemvSpec spec;
+        spec.n = n, spec.k = k, spec.weight = plan::DType::F16, spec.norm = true, spec.normWeighted = false;
+        spec.eps = 1e-5, spec.subgroupOps = subgroupOps, spec.rowFromPush = true, spec.argmax = true;
+        spec.maxSequence = 8;
+        codegen::KernelSource source = codegen::gemvKernel(spec);
+        std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "gemv argmax kernel");
+        const codegen::GemvScratch scratch = codegen::gemvScratch(spec);
+        std::vector<vk::Buffer> buffers;
+        buffers.push_back(upload(x, "x"));
+        std::vector<uint8_t> packed = packWeights(w, spec.weight);
+        buffers.push_back(upload(packed.data(), packed.size(), "w"));
+        buffers.push_back(output(rows * n, "result"));
+        buffers.push_back(output(1, "token"));
+        buffers.push_back(output(1, "ids"));
+        buffers.push_back(ctx_->createBuffer(scratch.partialBytes, "partial"));
+        buffers.push_back(ctx_->createBuffer(std::max<uint64_t>(scratch.counterBytes, 16), "counters"));
+        ctx_->fill(buffers.back(), 0);
+        buffers.push_back(state(5));
+        ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+        const std::string where = "N=" + std::to_string(n) + " firstRow=" + std::to_string(firstRow) +
+                                  " subgroup ops=" + std::to_string(subgroupOps);
+        for (uint32_t launch = 0; launch < 2; ++launch) {
+          run(spirv, buffers, codegen::gemvGrid(spec), 1, "gemv argmax kernel", 1, firstRow);
+          std::vector<float> logits = download(buffers[2], rows * n);
+          const double scale = inverseRms(row, k, spec.eps);
+          for (int64_t r = 0; r < n; r += 97) {
+            double sum = 0;
+            for (int64_t i = 0; i < k; ++i) sum += double(row[i]) * w[r * k + i];
+            ASSERT_NEAR(logits[firstRow * n + r], sum * scale, 1e-3) << where << ": logit " << r;
+          }
+          ASSERT_EQ(logits[firstRow * n + first], logits[firstRow * n + second]) << where;
+          int32_t token = -1, id = -1, counter = -1;
+          ctx_->download(buffers[3], 0, &token, 4);
+          ctx_->download(buffers[4], 0, &id, 4);
+          ctx_->download(buffers[6], 0, &counter, 4);
+          EXPECT_EQ(token, first) << where;
+          EXPECT_EQ(id, first) << where;
+          EXPECT_EQ(counter, 0) << where << ": the counter was left behind";
+          std::vector<uint32_t> words(4);
+          ctx_->download(buffers[7], 0, words.data(), 16);
+          EXPECT_EQ(words[0], 5 + (launch + 1) * (firstRow + 1)) << where << ": the position moves on by T";
+          EXPECT_EQ(words[1], launch + 1) << where << ": generated tokens";
+          EXPECT_EQ(words[2 + launch], static_cast<uint32_t>(first)) << where << ": the state's token list";
+          ASSERT_FALSE(HasFatalFailure());
+        }
+      }
+}
+
+TEST(GemvKernelSpec, ArgmaxNeedsALogitsProjection) {
+  codegen::GemvSpec spec;
+  spec.n = 64, spec.k = 64, spec.argmax = true, spec.maxSequence = 8;
+  EXPECT_THROW(codegen::gemvKernel(spec), codegen::CodegenError); // not from firstRow
+  spec.rowFromPush = true, spec.residual = true;
+  EXPECT_THROW(codegen::gemvKernel(spec), codegen::CodegenError);
+  spec.residual = false, spec.maxSequence = 0;
+  EXPECT_THROW(codegen::gemvKernel(spec), codegen::CodegenError);
+  spec.maxSequence = 8;
+  EXPECT_NO_THROW(codegen::gemvKernel(spec));
+  // More row blocks than kArgmaxCandidates: several a workgroup.
+  EXPECT_EQ(mlir::gerbil::gemvArgmaxGrid(896, 151936).blocks, 10);
+  EXPECT_EQ(mlir::gerbil::gemvArgmaxGrid(896, 151936).groups, 1900);
+  EXPECT_EQ(mlir::gerbil::gemvArgmaxGrid(64, 512).blocks, 1);
+}
+
 TEST(GemvKernelSpec, TimingVariantsCompile) {
   // gerbil-kernel-bench's --define variants of the gemv (GEMV_UNROLL) compile for every weight type, so
   // that a sweep does not find them broken.

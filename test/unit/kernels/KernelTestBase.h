@@ -131,13 +131,14 @@ protected:
 
   // Launches `spirv` over `grid` for a step of `tokens`, binding `buffers` in order, `launches` times.
   void run(const std::vector<uint32_t> &spirv, const std::vector<vk::Buffer> &buffers,
-           std::array<uint32_t, 3> grid, uint32_t tokens, const std::string &name, int launches = 1) {
+           std::array<uint32_t, 3> grid, uint32_t tokens, const std::string &name, int launches = 1,
+           uint32_t firstRow = 0) {
     std::vector<vk::BufferRange> ranges;
     for (const vk::Buffer &b : buffers) ranges.push_back({b.handle(), 0, b.size()});
     vk::Pipeline pipeline =
         ctx_->createPipeline(spirv, static_cast<uint32_t>(ranges.size()), plan::kPushConstantBytes, name);
     VkDescriptorSet set = ctx_->createDescriptorSet(pipeline, ranges);
-    uint32_t push[2] = {tokens, 0};
+    uint32_t push[2] = {tokens, firstRow};
     for (int i = 0; i < launches; ++i) {
       VkCommandBuffer cmd = ctx_->beginCommands();
       ctx_->dispatch(cmd, pipeline, set, push, sizeof push, grid[0], grid[1], grid[2]);

@@ -32,6 +32,10 @@ inline constexpr const char *kGateUpKernel = "linear_gate_up";
 GemvShape qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv);
 KernelChoice qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv);
 KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
+// The logits projection with the greedy argmax (gerbil-fuse-logits-argmax): one gemv.glsl launch in decode
+// that writes the logits and picks the token (gemvArgmaxGrid's workgroups); prefill runs both ops.
+inline constexpr const char *kLogitsArgmaxKernel = "linear_argmax";
+KernelChoice logitsArgmaxKernel(MLIRContext *ctx, int64_t k, int64_t n);
 
 // Prefill of a grouped projection dispatch (kQKVKernel or kGateUpKernel) where the target has cooperative
 // matrices and the group's weights are f16 or bf16 with K a multiple of 8: one launch over all of its

@@ -73,6 +73,21 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
   return gemvShapeWithSplit(split, pairedRows);
 }
 
+// The logits projection's gemv that also picks the greedy token (ARGMAX, gerbil-fuse-logits-argmax): each
+// workgroup takes `blocks` of the gemv's blocks of rows in turn, so that at most about kArgmaxCandidates
+// workgroups hand a candidate to the last one (which reads them all).
+inline constexpr int64_t kArgmaxCandidates = 2048;
+struct GemvArgmaxGrid {
+  int64_t blocks = 1, groups = 1;
+};
+inline GemvArgmaxGrid gemvArgmaxGrid(int64_t k, int64_t n) {
+  const int64_t rowBlocks = (n + gemvShape(k, n, false).outputs() - 1) / gemvShape(k, n, false).outputs();
+  GemvArgmaxGrid grid;
+  grid.blocks = (rowBlocks + kArgmaxCandidates - 1) / kArgmaxCandidates;
+  grid.groups = (rowBlocks + grid.blocks - 1) / grid.blocks;
+  return grid;
+}
+
 // Prefill attention on cooperative matrices (attention_prefill_coop.glsl): kCoopAttentionWarps subgroups of
 // 16 queries each per workgroup, keys staged kCoopAttentionKeyTile at a time. Its shared memory (f16 key and
 // value tiles of padded rows, through which the queries are staged first, and each subgroup's f32 scores
