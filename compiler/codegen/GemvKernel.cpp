@@ -68,7 +68,6 @@ KernelSource gemvKernel(const GemvSpec &spec) {
           "firstRow) with no residual, of the catalog's shape, and needs the maximum sequence length");
     const mlir::gerbil::GemvArgmaxGrid grid = mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n);
     define("ARGMAX", "1");
-    define("BLOCKS", uintValue(grid.blocks));
     define("GROUPS", uintValue(grid.groups));
     define("VOCAB", uintValue(spec.n));
     define("SEQ", uintValue(spec.maxSequence));
@@ -84,7 +83,8 @@ KernelSource gemvKernel(const GemvSpec &spec) {
 
 GemvScratch gemvScratch(const GemvSpec &spec) {
   if (!spec.argmax) return {};
-  return {4, static_cast<uint64_t>(2 * mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n).groups) * 4};
+  const mlir::gerbil::GemvArgmaxGrid grid = mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n);
+  return {static_cast<uint64_t>(grid.counters()) * 4, static_cast<uint64_t>(2 * grid.candidates()) * 4};
 }
 
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec) {

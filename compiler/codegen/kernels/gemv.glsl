@@ -195,15 +195,12 @@ float biasOf(uint part, uint row) {
 #endif
 #if ARGMAX
 // MODE_SINGLE of the logits projection with the greedy token chosen as its logits are written
-// (argmax_combine.glsl, included before this file): each workgroup takes BLOCKS blocks of ROWS rows one
-// after the other, so that the last workgroup reduces GROUPS (~2000) candidates, not one per block (~19000
-// for Qwen2.5-0.5B's vocabulary); the candidates are the first invocations' of each pair.
+// (argmax_combine.glsl, included before this file); the candidates are the first invocations' of each pair.
 float candidate_ = NO_VALUE;
 uint candidateIndex_ = NO_INDEX;
 #endif
 
-// The rows of block `group` of the grid (or with ARGMAX of the workgroup's blocks); every invocation of the
-// workgroup calls it.
+// The rows of workgroup `group`.
 void rowBlock(uint group) {
 #if MODE_SINGLE && ROW_FROM_PUSH
   xRow_ = step_.firstRow * K;
@@ -303,20 +300,10 @@ void rowBlock(uint group) {
 }
 
 void main() {
+  rowBlock(gl_WorkGroupID.x);
 #if ARGMAX
-  for (uint b = 0u; b < BLOCKS; ++b) {
-    rowBlock(gl_WorkGroupID.x * BLOCKS + b);
-    // pairSum's partials in shared memory must be read before the next block writes them.
-#if SUBGROUP_OPS
-    if (gl_SubgroupSize != INV) barrier();
-#else
-    barrier();
-#endif
-  }
   // A logits projection that Plan::lastRowLogits runs on a prefill's last row has firstRow = T - 1 and one
   // token in its push constants: the position moves on by T there, by 1 in decode (firstRow 0).
   chooseToken(candidate_, candidateIndex_, step_.firstRow + 1u);
-#else
-  rowBlock(gl_WorkGroupID.x);
 #endif
 }

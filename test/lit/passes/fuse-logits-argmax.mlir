@@ -1,10 +1,9 @@
 // RUN: gerbil-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(gerbil-fuse-logits-argmax))' | FileCheck %s
 
 // Before: the LM head (the final norm in its prologue) and the argmax of its logits, both returned. After:
-// one "linear_argmax" dispatch holds both and yields the logits and the token. Its decode grid: the gemv's
-// 8-row blocks of Qwen2.5-0.5B's vocabulary (18992), 10 to a workgroup, so that 1900 workgroups hand their
-// candidates to the last one.
-// CHECK-DAG: #[[GRID:.*]] = affine_map<()[s0] -> (1900, 1, 1)>
+// one "linear_argmax" dispatch holds both and yields the logits and the token. Its decode grid is the gemv's:
+// one workgroup for 8 rows of Qwen2.5-0.5B's vocabulary.
+// CHECK-DAG: #[[GRID:.*]] = affine_map<()[s0] -> (18992, 1, 1)>
 // CHECK-LABEL: func.func @lm_head
 // CHECK: %[[G:.*]]:2 = gerbil.dispatch "linear_argmax"(%arg0, %arg1, %arg2) grid #[[GRID]] workgroup [128, 1, 1]
 // CHECK-SAME: decode_grid = #[[GRID]], decode_workgroup = array<i64: 128, 1, 1>
@@ -22,7 +21,7 @@ func.func @lm_head(%x: tensor<?x64xf32>, %w: tensor<151936x64xf32>, %g: tensor<6
 
 // -----
 
-// A plain matmul (no norm) joins too; a small vocabulary is one block a workgroup.
+// A plain matmul (no norm) joins too.
 // CHECK-DAG: #[[GRID:.*]] = affine_map<()[s0] -> (64, 1, 1)>
 // CHECK-LABEL: func.func @matmul
 // CHECK: gerbil.dispatch "linear_argmax"{{.*}}grid #[[GRID]]

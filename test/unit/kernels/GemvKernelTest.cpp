@@ -84,8 +84,8 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
 // Plan::lastRowLogits runs it on a prefill's last row (firstRow 2 of 3 rows) and as decode runs it (firstRow
 // 0): the logits of that row, the first index of their largest (two equal largest rows, in different
 // workgroups), the input id, the state's token list and position, and the counter back at 0, over two
-// launches. Vocabularies of one workgroup, of many, and of more blocks than candidates (several blocks a
-// workgroup).
+// launches. Vocabularies of one workgroup, of up to one workgroup's invocations, and of more (a tree of
+// counters: 2500 workgroups in runs of 128).
 TEST_F(GemvKernelTest, ArgmaxPicksTheFirstLargestLogit) {
   for (int64_t n : {16l, 3000l, 20000l})
     for (bool subgroupOps : {true, false})
@@ -157,10 +157,16 @@ TEST(GemvKernelSpec, ArgmaxNeedsALogitsProjection) {
   EXPECT_THROW(codegen::gemvKernel(spec), codegen::CodegenError);
   spec.maxSequence = 8;
   EXPECT_NO_THROW(codegen::gemvKernel(spec));
-  // More row blocks than kArgmaxCandidates: several a workgroup.
-  EXPECT_EQ(mlir::gerbil::gemvArgmaxGrid(896, 151936).blocks, 10);
-  EXPECT_EQ(mlir::gerbil::gemvArgmaxGrid(896, 151936).groups, 1900);
-  EXPECT_EQ(mlir::gerbil::gemvArgmaxGrid(64, 512).blocks, 1);
+  // The gemv's grid; more workgroups than one workgroup's invocations hand their candidates up a tree.
+  const mlir::gerbil::GemvArgmaxGrid qwen = mlir::gerbil::gemvArgmaxGrid(896, 151936),
+                                     small = mlir::gerbil::gemvArgmaxGrid(64, 512);
+  EXPECT_EQ(qwen.groups, 18992);
+  EXPECT_EQ(qwen.segments, 149);
+  EXPECT_EQ(qwen.counters(), 150);
+  EXPECT_EQ(qwen.candidates(), 18992 + 149);
+  EXPECT_EQ(small.groups, 64);
+  EXPECT_EQ(small.counters(), 1);
+  EXPECT_EQ(small.candidates(), 64);
 }
 
 TEST(GemvKernelSpec, TimingVariantsCompile) {

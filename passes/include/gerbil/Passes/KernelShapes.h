@@ -73,18 +73,19 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
   return gemvShapeWithSplit(split, pairedRows);
 }
 
-// The logits projection's gemv that also picks the greedy token (ARGMAX, gerbil-fuse-logits-argmax): each
-// workgroup takes `blocks` of the gemv's blocks of rows in turn, so that at most about kArgmaxCandidates
-// workgroups hand a candidate to the last one (which reads them all).
-inline constexpr int64_t kArgmaxCandidates = 2048;
+// The logits projection's gemv that also picks the greedy token (ARGMAX, gerbil-fuse-logits-argmax): the
+// gemv's grid, whose workgroups hand their candidates up a tree of counters (argmax_combine.glsl): one for
+// each run of `workgroup` of them, and one over those.
 struct GemvArgmaxGrid {
-  int64_t blocks = 1, groups = 1;
+  int64_t groups = 1, segments = 1;
+  int64_t counters() const { return segments > 1 ? 1 + segments : 1; }
+  int64_t candidates() const { return segments > 1 ? groups + segments : groups; } // values; as many indices
 };
 inline GemvArgmaxGrid gemvArgmaxGrid(int64_t k, int64_t n) {
-  const int64_t rowBlocks = (n + gemvShape(k, n, false).outputs() - 1) / gemvShape(k, n, false).outputs();
+  const GemvShape shape = gemvShape(k, n, false);
   GemvArgmaxGrid grid;
-  grid.blocks = (rowBlocks + kArgmaxCandidates - 1) / kArgmaxCandidates;
-  grid.groups = (rowBlocks + grid.blocks - 1) / grid.blocks;
+  grid.groups = (n + shape.outputs() - 1) / shape.outputs();
+  grid.segments = (grid.groups + shape.workgroup - 1) / shape.workgroup;
   return grid;
 }
 
