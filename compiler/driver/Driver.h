@@ -19,6 +19,7 @@ struct CompileOptions {
   int64_t maxSequence = 0;         // 0: min(max_position_embeddings, 2048)
   int64_t prefillChunk = 0;        // 0: min(maxSequence, 256)
   bool subgroupOps = true;         // false: kernels reduce through shared memory only (--no-subgroup-ops)
+  bool fuseLogitsArgmax = false;   // decode picks the token in the LM head's gemv (--fuse-logits-argmax)
 };
 
 struct CompileSummary {

@@ -10,7 +10,7 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
     pm.addNestedPass<func::FuncOp>(createGerbilGroupQKV());
     pm.addNestedPass<func::FuncOp>(createGerbilFuseRopeKVWrite());
     pm.addNestedPass<func::FuncOp>(createGerbilGroupGateUp());
-    pm.addNestedPass<func::FuncOp>(createGerbilFuseLogitsArgmax());
+    if (options.fuseLogitsArgmax) pm.addNestedPass<func::FuncOp>(createGerbilFuseLogitsArgmax());
     pm.addPass(createGerbilFoldNormWeights());
   }
   pm.addNestedPass<func::FuncOp>(createGerbilFormDispatches(GerbilFormDispatchesOptions{options.target}));

@@ -33,6 +33,9 @@ int main(int argc, char **argv) {
   app.add_flag(
       "--no-subgroup-ops", noSubgroupOps,
       "Reduce through shared memory only, for devices without subgroup arithmetic in compute shaders");
+  app.add_flag("--fuse-logits-argmax", options.fuseLogitsArgmax,
+               "Pick decode's greedy token in the LM head's gemv instead of a launch of its own (one launch "
+               "fewer, but slower on the H200 so far: docs/decode-latency.md)");
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");

@@ -19,10 +19,13 @@ struct PipelineOptions {
   int64_t maxTokens = 512;
   bool fuse = true;
   std::string target = "generic"; // a TargetProfile name
+  // gerbil-fuse-logits-argmax: on the H200 the LM head's gemv with the argmax took longer than the two
+  // launches apart (docs/decode-latency.md), so it runs only when asked.
+  bool fuseLogitsArgmax = false;
 };
 
 // verify -> layout -> [fuse-norm-prologue -> fuse-residual -> group-qkv -> fuse-rope-kv-write ->
-// group-gate-up]
+// group-gate-up -> (fuse-logits-argmax) -> fold-norm-weights]
 // -> dispatch formation -> memory planning -> verify.
 
 void buildGerbilPipeline(OpPassManager &pm, const PipelineOptions &options);

@@ -83,8 +83,9 @@ def GerbilFuseLogitsArgmax : Pass<"gerbil-fuse-logits-argmax", "::mlir::func::Fu
   let description = [{
     argmax(p), with p a gerbil.matmul or gerbil.linear without a residual (the LM head, with the final norm
     in its prologue), becomes one `gerbil.dispatch "linear_argmax"` that yields the logits and the token:
-    decode computes the logits row and picks the token in one gemv, instead of a launch of its own after it
-    (~4 µs a token on the H200); prefill runs the two ops one by one.
+    decode computes the logits row and picks the token in one gemv, instead of a launch of its own after it;
+    prefill runs the two ops one by one. Only with gerbilc --fuse-logits-argmax: on the H200 the gemv with the
+    argmax took longer than the two launches apart (docs/decode-latency.md).
   }];
 }
 
