@@ -165,13 +165,20 @@ std::vector<std::string> checkCheckpoint(const plan::Plan &plan, const weights::
 
 std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorView &t,
                                    std::span<const float> columnScale) {
+  std::vector<uint8_t> out;
+  convertWeightInto(w, t, columnScale, out);
+  return out;
+}
+
+void convertWeightInto(const plan::Weight &w, const weights::TensorView &t,
+                       std::span<const float> columnScale, std::vector<uint8_t> &out) {
   checkShape(w, t);
   int64_t rows = w.shape[0], cols = w.shape.size() > 1 ? w.shape[1] : 1;
   if (!columnScale.empty() && int64_t(columnScale.size()) != cols)
     throw weights::WeightError("weight '" + w.name + "': " + std::to_string(columnScale.size()) +
                                " column scales for " + std::to_string(cols) + " columns");
   auto scaled = [&](float value, int64_t c) { return columnScale.empty() ? value : value * columnScale[c]; };
-  std::vector<uint8_t> out(w.bytes());
+  out.resize(w.bytes());
   int64_t rowOffset = w.sliceDim == 0 ? w.sliceStart : 0, colOffset = w.sliceDim == 1 ? w.sliceStart : 0;
   if (!w.transpose) {
     // The source after slicing is [rows, sourceCols] from (rowOffset, colOffset).
@@ -189,7 +196,7 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
                         rowBytes);
         });
       }
-      return out;
+      return;
     }
     parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
       std::vector<float> row(cols);
@@ -200,7 +207,7 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
         storeRow(w.deviceDType, row.data(), cols, out.data(), r * cols);
       }
     });
-    return out;
+    return;
   }
   // Transposed (GPT-2 Conv1D [in, out]): the source row c holds column c of the weight.
   int64_t sourceRowLength = t.shape[1];
@@ -212,7 +219,6 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
         storeElement(w.deviceDType, scaled(sourceRow[r + rowOffset], c), out.data(), r * cols + c);
     }
   });
-  return out;
 }
 
 const uint8_t *deviceBytesInPlace(const plan::Weight &w, const weights::TensorView &t) {
@@ -225,6 +231,7 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
   LoadedWeights loaded;
   uint64_t total = 0;
   for (const plan::Weight &w : plan.weights) total += w.bytes();
+  std::vector<uint8_t> converted; // reused: its pages stay mapped from one weight to the next
   for (const plan::Weight &w : plan.weights) {
     const weights::TensorView &t = findTensor(w, checkpoint);
     vk::Buffer buffer = context.createBuffer(w.bytes(), "weight '" + w.name + "'");
@@ -240,8 +247,8 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
         columnScale.resize(values.size() / sizeof(float));
         std::memcpy(columnScale.data(), values.data(), values.size());
       }
-      std::vector<uint8_t> bytes = convertWeight(w, t, columnScale);
-      context.upload(buffer, 0, bytes.data(), bytes.size());
+      convertWeightInto(w, t, columnScale, converted);
+      context.upload(buffer, 0, converted.data(), converted.size());
     }
     loaded.buffers.push_back(std::move(buffer));
     loaded.bytes += w.bytes();
