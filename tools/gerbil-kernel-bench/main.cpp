@@ -250,7 +250,12 @@ int main(int argc, char **argv) {
       ->needs(gemvNorm);
   gemv->add_flag("--residual", residual, "Residual epilogue");
   bool gateUp = false;
-  gemv->add_flag("--gate-up", gateUp, "Gate/up pairs: n outputs of silu(gate) * up, 2n weight rows");
+  CLI::Option *gemvGateUp =
+      gemv->add_flag("--gate-up", gateUp, "Gate/up pairs: n outputs of silu(gate) * up, 2n weight rows");
+  bool argmax = false;
+  gemv->add_flag("--argmax", argmax,
+                 "The logits projection that also picks the greedy token (gerbilc --fuse-logits-argmax)")
+      ->excludes(gemvGateUp);
 
   int64_t heads = 32, kvHeads = 8, headDim = 128, position = 255, sequence = 4096;
   CLI::App *attention = app.add_subcommand("attention-decode", "Decode's split attention of one query");
@@ -400,14 +405,27 @@ int main(int argc, char **argv) {
       spec.gateUp = gateUp;
       spec.normWeighted = !normFolded;
       spec.subgroupOps = options.subgroupOps;
+      if (gateUp && residual) throw CLI::ValidationError("--gate-up", "has no residual epilogue");
+      if (argmax && (residual || split))
+        throw CLI::ValidationError("--argmax", "takes neither --residual nor --split");
+      spec.argmax = spec.rowFromPush = argmax;
+      spec.maxSequence = 32; // the bench's state buffer holds 64 words
       codegen::KernelSource source = codegen::gemvKernel(spec);
+      const codegen::GemvScratch scratch = codegen::gemvScratch(spec);
       std::vector<BindingData> data;
       for (const codegen::KernelBinding &b : source.bindings) {
         const bool weight = b.name.rfind("w", 0) == 0;
+        if (b.name == "partial" || b.name == "counters" || b.name == "token" || b.name == "ids") {
+          // the argmax's scratch and token: zeroed, as the plan's scratch is (its counters start at 0)
+          const uint64_t bytes = b.name == "partial"    ? scratch.partialBytes
+                                 : b.name == "counters" ? scratch.counterBytes
+                                                        : 4;
+          data.push_back({std::vector<uint8_t>(bytes), false, true});
+          continue;
+        }
         size_t elements = b.name == "x" || b.name == "g" ? k : weight ? n * k : n;
         data.push_back({randomBytes(elements, weight ? options.dtype : plan::DType::F32, 7), weight});
       }
-      if (gateUp && residual) throw CLI::ValidationError("--gate-up", "has no residual epilogue");
       double ms = bench.time(source, data, codegen::gemvGrid(spec), 1);
       double bytes = (gateUp ? 2.0 : 1.0) * double(n) * k * plan::byteSize(options.dtype);
       out.update({{"kernel", "gemv"},
@@ -415,6 +433,7 @@ int main(int argc, char **argv) {
                   {"k", k},
                   {"split", split},
                   {"gate_up", gateUp},
+                  {"argmax", argmax},
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     } else if (prefillAttention->parsed()) {
