@@ -423,16 +423,7 @@ private:
         .Case<gd::MatMulOp, gd::LinearOp>([&](Operation *m) {
           // matmul, or linear with an RMSNorm prologue and/or a residual epilogue: the tiled or the
           // tensor-core kernel for prefill, as the catalog chose, and gemv for the one-token decode variant.
-          auto linear = dyn_cast<gd::LinearOp>(m);
-          auto shapeOf = [&](auto &spec) { // GemvSpec or MatMulSpec: shape, weight type, prologue, epilogue
-            spec.k = rowWidth(m->getOperand(0));
-            spec.n = rowWidth(m->getResult(0));
-            spec.norm = linear && linear.getNorm();
-            spec.normWeighted = !normFolded(m);
-            spec.residual = linear && linear.getResidual();
-            if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
-            spec.weight = operandDType(gd::outsideDispatch(m->getOperand(1)));
-          };
+          auto shapeOf = [&](auto &spec) { describeProjection(m, spec); };
           if (decode) {
             // The one-token gemv (gemv.glsl).
             GemvSpec spec;
@@ -762,6 +753,19 @@ private:
     return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
   }
 
+  // The shape, weight type, prologue and epilogue of a gerbil.matmul or gerbil.linear, for its GemvSpec or
+  // MatMulSpec.
+  template <class Spec> void describeProjection(Operation *m, Spec &spec) {
+    auto linear = dyn_cast<gd::LinearOp>(m);
+    spec.k = rowWidth(m->getOperand(0));
+    spec.n = rowWidth(m->getResult(0));
+    spec.norm = linear && linear.getNorm();
+    spec.normWeighted = !normFolded(m);
+    spec.residual = linear && linear.getResidual();
+    if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
+    spec.weight = operandDType(gd::outsideDispatch(m->getOperand(1)));
+  }
+
   // The decode kernel of a logits projection grouped with its argmax (gerbil-fuse-logits-argmax): the
   // one-row gemv that also picks the greedy token (gemv.glsl with ARGMAX).
   plan::Dispatch lowerLogitsArgmax(gd::DispatchOp dispatch) {
@@ -776,13 +780,7 @@ private:
                          ") does not hold a projection and the argmax of its logits");
     auto linear = dyn_cast<gd::LinearOp>(projection);
     GemvSpec spec;
-    spec.k = rowWidth(projection->getOperand(0));
-    spec.n = rowWidth(projection->getResult(0));
-    spec.norm = linear && linear.getNorm();
-    spec.normWeighted = !normFolded(projection);
-    spec.residual = linear && linear.getResidual();
-    if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
-    spec.weight = operandDType(gd::outsideDispatch(projection->getOperand(1)));
+    describeProjection(projection, spec);
     if (spec.norm && spec.normWeighted &&
         operandDType(gd::outsideDispatch(linear.getNorm())) != plan::DType::F32)
       throw CodegenError("fusion group '" + label + "': the decode gemv reads its norm weight as f32");

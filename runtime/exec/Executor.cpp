@@ -142,8 +142,8 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDi
   size_t nextSubmit = submitEvery ? (firstPart ? firstPart : submitEvery) : schedule.size();
   size_t standsInUntil = 0; // prefill dispatches the one-row logits dispatch took the place of
   for (size_t i = 0; i < schedule.size(); ++i) {
-    // The logits of row count - 1 alone: the decode schedule's one-row dispatch whose bindings begin with
-    // the prefill one's; where it also picks the token, the prefill's argmax after it is left out.
+    // The logits of row count - 1 alone: the decode schedule's one-row dispatch, whose bindings extend the
+    // prefill one's; where it also picks the token, the prefill's argmax after it is left out.
     const bool oneRow = lastRowLogits && static_cast<int64_t>(i) == plan_.lastRowLogits.prefill;
     if (oneRow) standsInUntil = i + static_cast<size_t>(plan_.lastRowLogits.prefillDispatches);
     if (oneRow || i >= standsInUntil) {

@@ -88,22 +88,11 @@ bool handOver(float value, uint index, uint slot, uint values, uint indices, uin
   return true;
 }
 
-// The best of candidates [first, first + count) of the scratch, in every invocation of the subgroup.
-void bestCandidate(uint first, uint count, uint values, uint indices, out float value, out uint index) {
-  value = NO_VALUE, index = NO_INDEX;
-  for (uint c = gl_SubgroupInvocationID; c < count; c += gl_SubgroupSize) {
-    float v = partial_[values + first + c];
-    uint i = uint(partial_[indices + first + c]);
-    if (better(v, i, value, index)) value = v, index = i;
-  }
-  subgroupBest(value, index);
-}
 #else
 // Without subgroup operations the whole workgroup reduces through shared memory.
 
-// The best of candidates [first, first + count) of the scratch (values from `values`, indices from
-// `indices`), reduced by the workgroup into bestValue_[0] and bestIndex_[0]; the workgroup's best in
-// invocation 0 (value, index), which alone returns true.
+// The workgroup's best, in every invocation (through bestValue_[0] and bestIndex_[0]); true for invocation
+// 0, and with more than one workgroup for all of them, which hand it over and reduce the scratch together.
 bool workgroupBest(inout float value, inout uint index) {
   reduceWorkgroup(value, index);
   value = bestValue_[0], index = bestIndex_[0];
@@ -124,17 +113,29 @@ bool handOver(float value, uint index, uint slot, uint values, uint indices, uin
   return true;
 }
 
+#endif
+
+// The best of candidates [first, first + count) of the scratch, in every invocation that goes on (subgroup
+// 0's, or the workgroup's).
 void bestCandidate(uint first, uint count, uint values, uint indices, out float value, out uint index) {
+#if SUBGROUP_OPS
+  const uint lane = gl_SubgroupInvocationID, lanes = gl_SubgroupSize;
+#else
+  const uint lane = gl_LocalInvocationIndex, lanes = WORKGROUP;
+#endif
   value = NO_VALUE, index = NO_INDEX;
-  for (uint c = gl_LocalInvocationIndex; c < count; c += WORKGROUP) {
+  for (uint c = lane; c < count; c += lanes) {
     float v = partial_[values + first + c];
     uint i = uint(partial_[indices + first + c]);
     if (better(v, i, value, index)) value = v, index = i;
   }
+#if SUBGROUP_OPS
+  subgroupBest(value, index);
+#else
   reduceWorkgroup(value, index);
   value = bestValue_[0], index = bestIndex_[0];
-}
 #endif
+}
 
 // Every invocation of every workgroup calls it with its own candidate (NO_VALUE, NO_INDEX: none).
 // Up to WORKGROUP workgroups hand their candidates to the last of them. More (the logits gemv has one per 8
