@@ -84,10 +84,10 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
 // Plan::lastRowLogits runs it on a prefill's last row (firstRow 2 of 3 rows) and as decode runs it (firstRow
 // 0): the logits of that row, the first index of their largest (two equal largest rows, in different
 // workgroups), the input id, the state's token list and position, and the counter back at 0, over two
-// launches. Vocabularies of one workgroup, of up to one workgroup's invocations, and of more (a tree of
-// counters: 2500 workgroups in runs of 128).
+// launches. Vocabularies of one workgroup (6 rows), of two (one counter) and of 375 and 2500 (a tree of
+// counters, in runs of 128 workgroups).
 TEST_F(GemvKernelTest, ArgmaxPicksTheFirstLargestLogit) {
-  for (int64_t n : {16l, 3000l, 20000l})
+  for (int64_t n : {6l, 16l, 3000l, 20000l})
     for (bool subgroupOps : {true, false})
       for (uint32_t firstRow : {2u, 0u}) {
         const int64_t k = 64, rows = 3;
