@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -226,12 +227,30 @@ const uint8_t *deviceBytesInPlace(const plan::Weight &w, const weights::TensorVi
   return bytesInPlace(w, t);
 }
 
+namespace {
+// The folded norm weight `index` as f32 (plan::validate checked its shape), from `cache` or into it: q, k
+// and v share theirs, and gate and up.
+const std::vector<float> &columnScales(const plan::Plan &plan, const weights::Checkpoint &checkpoint,
+                                       int32_t index, std::map<int32_t, std::vector<float>> &cache) {
+  auto [at, inserted] = cache.try_emplace(index);
+  if (inserted) {
+    plan::Weight scale = plan.weights[size_t(index)];
+    scale.deviceDType = plan::DType::F32, scale.scaleColumnsBy = -1;
+    std::vector<uint8_t> values = convertWeight(scale, findTensor(scale, checkpoint));
+    at->second.resize(values.size() / sizeof(float));
+    std::memcpy(at->second.data(), values.data(), values.size());
+  }
+  return at->second;
+}
+} // namespace
+
 LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
                             const weights::Checkpoint &checkpoint, const ProgressFn &progress) {
   LoadedWeights loaded;
   uint64_t total = 0;
   for (const plan::Weight &w : plan.weights) total += w.bytes();
   std::vector<uint8_t> converted; // reused: its pages stay mapped from one weight to the next
+  std::map<int32_t, std::vector<float>> scales; // folded norm weights, converted once for all their matrices
   for (const plan::Weight &w : plan.weights) {
     const weights::TensorView &t = findTensor(w, checkpoint);
     vk::Buffer buffer = context.createBuffer(w.bytes(), "weight '" + w.name + "'");
@@ -239,14 +258,9 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
     if (const uint8_t *inPlace = deviceBytesInPlace(w, t)) {
       context.upload(buffer, 0, inPlace, w.bytes());
     } else {
-      std::vector<float> columnScale;
-      if (w.scaleColumnsBy >= 0) { // the folded norm weight, as f32 (plan::validate checked its shape)
-        plan::Weight scale = plan.weights[size_t(w.scaleColumnsBy)];
-        scale.deviceDType = plan::DType::F32, scale.scaleColumnsBy = -1;
-        std::vector<uint8_t> values = convertWeight(scale, findTensor(scale, checkpoint));
-        columnScale.resize(values.size() / sizeof(float));
-        std::memcpy(columnScale.data(), values.data(), values.size());
-      }
+      static const std::vector<float> kNoScale;
+      const std::vector<float> &columnScale =
+          w.scaleColumnsBy >= 0 ? columnScales(plan, checkpoint, w.scaleColumnsBy, scales) : kNoScale;
       convertWeightInto(w, t, columnScale, converted);
       context.upload(buffer, 0, converted.data(), converted.size());
     }
