@@ -430,9 +430,7 @@ private:
             shapeOf(spec);
             spec.subgroupOps = options_.subgroupOps;
             spec.rowFromPush = holdsOneOp(dispatch) && producesLogits(dispatch);
-            if (spec.norm && operandDType(gd::outsideDispatch(m->getOperand(2))) != plan::DType::F32)
-              throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) +
-                                 "': the decode gemv reads its norm weight as f32");
+            requireF32Norm(m, spec, "dispatch '" + locationName(dispatch.getLoc()) + "'");
             takeLinearKernel(gemvKernel(spec));
             return;
           }
@@ -766,6 +764,13 @@ private:
     spec.weight = operandDType(gd::outsideDispatch(m->getOperand(1)));
   }
 
+  // A decode gemv reads its RMSNorm prologue's weight as f32 (`what` names the dispatch at fault).
+  void requireF32Norm(Operation *projection, const GemvSpec &spec, const std::string &what) {
+    auto linear = dyn_cast<gd::LinearOp>(projection);
+    if (spec.norm && operandDType(gd::outsideDispatch(linear.getNorm())) != plan::DType::F32)
+      throw CodegenError(what + ": the decode gemv reads its norm weight as f32");
+  }
+
   // The decode kernel of a logits projection grouped with its argmax (gerbil-fuse-logits-argmax): the
   // one-row gemv that also picks the greedy token (gemv.glsl with ARGMAX).
   plan::Dispatch lowerLogitsArgmax(gd::DispatchOp dispatch) {
@@ -781,9 +786,7 @@ private:
     auto linear = dyn_cast<gd::LinearOp>(projection);
     GemvSpec spec;
     describeProjection(projection, spec);
-    if (spec.norm && spec.normWeighted &&
-        operandDType(gd::outsideDispatch(linear.getNorm())) != plan::DType::F32)
-      throw CodegenError("fusion group '" + label + "': the decode gemv reads its norm weight as f32");
+    requireF32Norm(projection, spec, "fusion group '" + label + "'");
     spec.subgroupOps = options_.subgroupOps;
     spec.rowFromPush = true;
     spec.argmax = true;
