@@ -112,8 +112,44 @@ AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxToke
   return {tiles * 4, tiles * block * 4};
 }
 
+namespace {
+
+// The prefetch bindings, their workers (kPrefetchWorkerBytes each, in binding order) and the grid rows past
+// the splits that hold them, `columns` a row.
+void addPrefetch(DecodeAttentionKernel &d, const std::vector<int64_t> &prefetchBytes, int64_t columns,
+                 int64_t splits) {
+  if (prefetchBytes.empty()) return;
+  if (prefetchBytes.size() > kMaxPrefetchBindings)
+    throw CodegenError("decode attention: " + std::to_string(prefetchBytes.size()) +
+                       " weights to prefetch, more than its " + std::to_string(kMaxPrefetchBindings) +
+                       " prefetch bindings");
+  KernelSource &k = d.source;
+  // 16 loads in flight an invocation (64 registers), fewer where the workgroup is wide enough.
+  const int64_t steps = std::clamp<int64_t>(kPrefetchWorkerBytes / 16 / k.workgroup[0], 1, 16);
+  const int64_t workerBytes = steps * 16 * k.workgroup[0];
+  int64_t workers = 0;
+  for (size_t i = 0; i < prefetchBytes.size(); ++i) {
+    const int64_t bytes = prefetchBytes[i];
+    if (bytes <= 0 || bytes % 16 != 0)
+      throw CodegenError("decode attention: a prefetch of " + std::to_string(bytes) +
+                         " bytes (a positive multiple of 16 is needed)");
+    const std::string index = std::to_string(i);
+    k.bindings.push_back({"prefetch" + index, Access::Read, plan::DType::F16, true});
+    k.defines.emplace_back("PREFETCH_FIRST_" + index, uintValue(workers));
+    k.defines.emplace_back("PREFETCH_VECS_" + index, uintValue(bytes / 16));
+    workers += (bytes + workerBytes - 1) / workerBytes;
+  }
+  k.defines.emplace_back("PREFETCH_COUNT", std::to_string(prefetchBytes.size())); // in #if: no "u"
+  k.defines.emplace_back("PREFETCH_STEPS", uintValue(steps));
+  k.defines.emplace_back("PREFETCH_SINK(value)", "store_result(0u, value)");
+  k.libraries.push_back("prefetch.glsl");
+  d.grid[1] = static_cast<uint32_t>(splits + (workers + columns - 1) / columns);
+}
+
+} // namespace
+
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps, int64_t queryHeads,
-                                            int64_t warps) {
+                                            int64_t warps, const std::vector<int64_t> &prefetchBytes) {
   namespace gd = mlir::gerbil;
   gd::DecodeAttentionShape shape =
       gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim, spec.sequence, queryHeads, warps);
@@ -146,6 +182,7 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
   d.scratchCounterBytes = static_cast<uint64_t>(columns) * 4;
   d.scratchPartialBytes =
       static_cast<uint64_t>(columns * shape.splits * shape.queryHeads * (spec.headDim + 2)) * 4;
+  addPrefetch(d, prefetchBytes, columns, shape.splits);
   return d;
 }
 

@@ -38,8 +38,13 @@ struct AttentionScratch {
 };
 AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxTokens);
 
-// Decode: bindings q, k_cache, v_cache, result, partial (scratch), counters (scratch), then the state buffer.
-// The scratch holds a counter per workgroup column and every split's partial softmax result.
+// Decode: bindings q, k_cache, v_cache, result, partial (scratch), counters (scratch), then one prefetchI
+// for each of prefetchBytes (the weights gerbil-prefetch-weights chose; at most kMaxPrefetchBindings), then
+// the state buffer. The scratch holds a counter per workgroup column and every split's partial softmax
+// result. Prefetching adds grid rows of workgroups that read the first prefetchBytes[i] bytes (multiples of
+// 16) of binding prefetchI, up to kPrefetchWorkerBytes a workgroup (prefetch.glsl).
+inline constexpr size_t kMaxPrefetchBindings = 4;
+inline constexpr int64_t kPrefetchWorkerBytes = 64 * 1024;
 struct DecodeAttentionKernel {
   KernelSource source;
   std::array<uint32_t, 3> grid{};
@@ -47,6 +52,7 @@ struct DecodeAttentionKernel {
 };
 // queryHeads and warps, where not 0, replace the catalog's choice (mlir::gerbil::decodeAttentionShape).
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps,
-                                            int64_t queryHeads = 0, int64_t warps = 0);
+                                            int64_t queryHeads = 0, int64_t warps = 0,
+                                            const std::vector<int64_t> &prefetchBytes = {});
 
 } // namespace gerbil::codegen

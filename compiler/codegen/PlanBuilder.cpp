@@ -34,6 +34,7 @@ struct BindingSource {
     CacheValues,
     InputIds,
     ValueOf,
+    Weight, // plan weight `index`, whole
     ScratchCounters,
     ScratchPartials
   } kind;
@@ -866,15 +867,35 @@ private:
   }
 
   // Split-KV attention of one query token (attention_decode.glsl), with its scratch: a counter per
-  // workgroup column and the partial softmax results of every split.
+  // workgroup column and the partial softmax results of every split; and the weights its dispatch
+  // prefetches (gerbil-prefetch-weights).
   void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
-    DecodeAttentionKernel kernel = decodeAttentionKernel(attentionSpec(a), options_.subgroupOps);
-    requireFormedWorkgroup(kernel.source, k.source.workgroup,
-                           "decode attention '" + locationName(a.getLoc()) + "'");
+    const std::string what = "decode attention '" + locationName(a.getLoc()) + "'";
+    std::vector<int64_t> prefetchBytes;
+    std::vector<BindingSource> prefetched;
+    auto dispatch = a->getParentOfType<gd::DispatchOp>();
+    if (std::optional<ArrayAttr> weights = dispatch.getPrefetchWeights()) {
+      ArrayRef<int64_t> sizes = *dispatch.getPrefetchBytes();
+      for (auto [name, bytes] : llvm::zip(*weights, sizes)) {
+        std::string symbol = llvm::cast<FlatSymbolRefAttr>(name).getValue().str();
+        auto found = weightIndex_.find(symbol);
+        if (found == weightIndex_.end())
+          throw CodegenError(what + " prefetches '" + symbol + "', which is not a weight");
+        if (static_cast<uint64_t>(bytes) > plan_.weights[found->second].bytes())
+          throw CodegenError(what + " prefetches " + std::to_string(bytes) + " bytes of '" + symbol +
+                             "', which has " + std::to_string(plan_.weights[found->second].bytes()));
+        prefetchBytes.push_back(bytes);
+        prefetched.push_back({BindingSource::Weight, static_cast<unsigned>(found->second)});
+      }
+    }
+    DecodeAttentionKernel kernel =
+        decodeAttentionKernel(attentionSpec(a), options_.subgroupOps, 0, 0, prefetchBytes);
+    requireFormedWorkgroup(kernel.source, k.source.workgroup, what);
     k.source = kernel.source;
     k.origins = {{BindingSource::Operand, 0},         {BindingSource::CacheKeys, 0},
                  {BindingSource::CacheValues, 0},     {BindingSource::Result, 0},
                  {BindingSource::ScratchPartials, 0}, {BindingSource::ScratchCounters, 0}};
+    k.origins.insert(k.origins.end(), prefetched.begin(), prefetched.end());
     k.cache = a.getCacheAttr();
     k.scratchCounterBytes = kernel.scratchCounterBytes;
     k.scratchPartialBytes = kernel.scratchPartialBytes;
@@ -941,6 +962,9 @@ private:
         break;
       case BindingSource::InputIds:
         d.bindings.push_back(plan_.inputIds);
+        break;
+      case BindingSource::Weight:
+        d.bindings.push_back({plan::BufferKind::Weight, origin.index, 0, 0});
         break;
       case BindingSource::ScratchCounters:
         d.bindings.push_back(

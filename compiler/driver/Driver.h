@@ -20,6 +20,7 @@ struct CompileOptions {
   int64_t prefillChunk = 0;        // 0: min(maxSequence, 256)
   bool subgroupOps = true;         // false: kernels reduce through shared memory only (--no-subgroup-ops)
   bool fuseLogitsArgmax = false;   // decode picks the token in the LM head's gemv (--fuse-logits-argmax)
+  int64_t prefetchBytes = -1;      // --prefetch-bytes: decode attention's weight prefetch; -1: the target's
 };
 
 struct CompileSummary {

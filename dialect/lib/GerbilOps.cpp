@@ -287,6 +287,17 @@ LogicalResult DispatchOp::verify() {
     return emitOpError() << "decode_grid and decode_workgroup go together";
   if (auto offsets = getArenaOffsets(); offsets && offsets->size() != getNumResults())
     return emitOpError() << "needs one arena offset per result";
+  if (getPrefetchWeights().has_value() != getPrefetchBytes().has_value())
+    return emitOpError() << "prefetch_weights and prefetch_bytes go together";
+  if (auto weights = getPrefetchWeights()) {
+    if (!getDecodeGrid()) return emitOpError() << "prefetches weights but has no decode variant";
+    ArrayRef<int64_t> sizes = *getPrefetchBytes();
+    if (weights->size() != sizes.size())
+      return emitOpError() << "needs one prefetch_bytes per prefetched weight";
+    for (int64_t bytes : sizes)
+      if (bytes <= 0 || bytes % 16 != 0)
+        return emitOpError() << "prefetch_bytes must be positive multiples of 16, got " << bytes;
+  }
   return success();
 }
 

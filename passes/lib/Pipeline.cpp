@@ -1,4 +1,5 @@
 #include "gerbil/Passes/Passes.h"
+#include "gerbil/Passes/TargetProfile.h"
 
 void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createGerbilVerifyModel());
@@ -14,6 +15,11 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
     pm.addPass(createGerbilFoldNormWeights());
   }
   pm.addNestedPass<func::FuncOp>(createGerbilFormDispatches(GerbilFormDispatchesOptions{options.target}));
+  std::optional<TargetProfile> profile = parseTarget(options.target);
+  int64_t prefetchBytes = options.prefetchBytes >= 0 ? options.prefetchBytes
+                          : profile                  ? profile->decodePrefetchBytes
+                                                     : 0;
+  pm.addNestedPass<func::FuncOp>(createGerbilPrefetchWeights(GerbilPrefetchWeightsOptions{prefetchBytes}));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));
   pm.addPass(createGerbilVerifyModel(GerbilVerifyModelOptions{true}));
 }

@@ -40,6 +40,9 @@ struct Options {
   std::vector<std::string> defines;
   plan::DType dtype = plan::DType::F16;
   bool statistics = false;
+  // One copy of the weights and caches, so that repeated launches read them from the L2 (what a launch
+  // gains when the one before has loaded its weights there).
+  bool weightsInL2 = false;
   bool subgroupOps = true; // gemv and decode attention: reductions with subgroup operations
   // sync only, for its SYNC_BDA variant: the other kernels' buffers stay as plans allocate them.
   bool bufferDeviceAddress = false;
@@ -115,8 +118,9 @@ public:
     for (const BindingData &b : data)
       if (b.rotated) rotatedBytes += b.bytes.size();
     const uint64_t minimum = 512ull << 20;
-    size_t copies =
-        rotatedBytes == 0 ? 1 : std::clamp<size_t>((minimum + rotatedBytes - 1) / rotatedBytes, 1, 64);
+    size_t copies = rotatedBytes == 0 || options_.weightsInL2
+                        ? 1
+                        : std::clamp<size_t>((minimum + rotatedBytes - 1) / rotatedBytes, 1, 64);
 
     // Each binding's buffers: `copies` of a rotated one, one of any other.
     std::vector<std::vector<vk::Buffer>> buffers(data.size());
@@ -207,6 +211,10 @@ int main(int argc, char **argv) {
   app.add_flag("--statistics", options.statistics,
                "Add the driver's statistics of the compiled kernel (registers, spills...) where it has "
                "VK_KHR_pipeline_executable_properties");
+  app.add_flag(
+      "--weights-in-l2", options.weightsInL2,
+      "matmul, gemv, attention: one copy of the weights and caches (read from the L2 after the first "
+      "launch) instead of copies rotated past it");
   app.add_flag(
       "--no-subgroup-ops", [&](int64_t) { options.subgroupOps = false; },
       "gemv, attention-decode: reductions through shared memory only (gerbilc --no-subgroup-ops)");
@@ -327,7 +335,10 @@ int main(int argc, char **argv) {
   try {
     options.bufferDeviceAddress = syncCommand->parsed();
     Bench bench(options);
-    nlohmann::json out = {{"device", bench.info().name}, {"defines", options.defines}, {"dtype", dtype}};
+    nlohmann::json out = {{"device", bench.info().name},
+                          {"defines", options.defines},
+                          {"dtype", dtype},
+                          {"weights_in_l2", options.weightsInL2}};
     if (!options.subgroupOps) out["subgroup_ops"] = false;
     if (mlpCommand->parsed()) {
       mlp.repeats = std::min(options.repeats, 200);

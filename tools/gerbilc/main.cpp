@@ -36,6 +36,11 @@ int main(int argc, char **argv) {
   app.add_flag("--fuse-logits-argmax", options.fuseLogitsArgmax,
                "Pick decode's greedy token in the LM head's gemv instead of a launch of its own (one launch "
                "fewer, but slower on the H200 so far: docs/decode-latency.md)");
+  app.add_option(
+         "--prefetch-bytes", options.prefetchBytes,
+         "Weight bytes each decode attention launch loads into the L2 cache for the projections after "
+         "it (default: the target's; 0: none)")
+      ->check(gerbil::cli::number(0, false, 4294967296.0));
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");

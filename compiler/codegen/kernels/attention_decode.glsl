@@ -19,6 +19,11 @@
 // by that split) combines them. Grid (KV_HEADS * HEAD_GROUPS, SPLITS, 1).
 // Loads are issued as early as their addresses are known, not when their values are needed: the first keys
 // with the queries, the values with the keys (V_WITH_K), the first partials with the split maxima.
+// With PREFETCH_COUNT > 0 (gerbil-prefetch-weights) the grid has rows past SPLITS whose workgroups only load
+// weights of the launches after it into the L2 (prefetch.glsl): the attention leaves the memory idle.
+#ifndef PREFETCH_COUNT
+#define PREFETCH_COUNT 0
+#endif
 const uint GROUP = HEADS / KV_HEADS;
 const uint QH = QUERY_HEADS;
 const uint XS = KV_HEADS * HEAD_GROUPS;
@@ -193,6 +198,12 @@ void storeOutput(uint head0, uint i, vec4 value) {
 }
 
 void main() {
+#if PREFETCH_COUNT > 0
+  if (gl_WorkGroupID.y >= SPLITS) {
+    prefetchWeights((gl_WorkGroupID.y - SPLITS) * XS + gl_WorkGroupID.x);
+    return;
+  }
+#endif
   DIAG_EXIT(1, 0.0)
   uint tid = gl_LocalInvocationID.x, x = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
   // Warps follow the subgroups where there are subgroup operations, so that a subgroup of 32 is a warp.

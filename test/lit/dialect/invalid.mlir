@@ -125,3 +125,55 @@ func.func @linear_eps(%x: tensor<?x8xf32>, %w: tensor<4x8xf32>, %g: tensor<8xf32
   %y = gerbil.linear %x, %w norm(%g) : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<?x4xf32>
   return %y : tensor<?x4xf32>
 }
+
+// -----
+
+// gerbil-prefetch-weights' attributes on a dispatch.
+func.func @prefetch_without_bytes(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{prefetch_weights and prefetch_bytes go together}}
+  %r = gerbil.dispatch "silu"(%x) grid affine_map<()[s0] -> (1, s0, 1)> workgroup [64, 1, 1] {decode_grid = affine_map<()[s0] -> (1, 1, 1)>, decode_workgroup = array<i64: 64, 1, 1>, prefetch_weights = [@w]} : (tensor<?x8xf32>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xf32>):
+    %s = gerbil.silu %a : tensor<?x8xf32>
+    gerbil.yield %s : tensor<?x8xf32>
+  }
+  return %r : tensor<?x8xf32>
+}
+
+// -----
+
+// gerbil-prefetch-weights' attributes on a dispatch.
+func.func @prefetch_without_decode(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{prefetches weights but has no decode variant}}
+  %r = gerbil.dispatch "silu"(%x) grid affine_map<()[s0] -> (1, s0, 1)> workgroup [64, 1, 1] {prefetch_weights = [@w], prefetch_bytes = array<i64: 16>} : (tensor<?x8xf32>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xf32>):
+    %s = gerbil.silu %a : tensor<?x8xf32>
+    gerbil.yield %s : tensor<?x8xf32>
+  }
+  return %r : tensor<?x8xf32>
+}
+
+// -----
+
+// gerbil-prefetch-weights' attributes on a dispatch.
+func.func @prefetch_counts(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{needs one prefetch_bytes per prefetched weight}}
+  %r = gerbil.dispatch "silu"(%x) grid affine_map<()[s0] -> (1, s0, 1)> workgroup [64, 1, 1] {decode_grid = affine_map<()[s0] -> (1, 1, 1)>, decode_workgroup = array<i64: 64, 1, 1>, prefetch_weights = [@w], prefetch_bytes = array<i64: 16, 32>} : (tensor<?x8xf32>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xf32>):
+    %s = gerbil.silu %a : tensor<?x8xf32>
+    gerbil.yield %s : tensor<?x8xf32>
+  }
+  return %r : tensor<?x8xf32>
+}
+
+// -----
+
+// gerbil-prefetch-weights' attributes on a dispatch.
+func.func @prefetch_words(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{prefetch_bytes must be positive multiples of 16, got 24}}
+  %r = gerbil.dispatch "silu"(%x) grid affine_map<()[s0] -> (1, s0, 1)> workgroup [64, 1, 1] {decode_grid = affine_map<()[s0] -> (1, 1, 1)>, decode_workgroup = array<i64: 64, 1, 1>, prefetch_weights = [@w], prefetch_bytes = array<i64: 24>} : (tensor<?x8xf32>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xf32>):
+    %s = gerbil.silu %a : tensor<?x8xf32>
+    gerbil.yield %s : tensor<?x8xf32>
+  }
+  return %r : tensor<?x8xf32>
+}

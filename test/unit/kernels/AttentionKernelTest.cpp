@@ -134,8 +134,11 @@ struct DecodeCase {
 
 class DecodeAttentionKernelTest : public AttentionKernelTest {
 protected:
-  // queryHeads and warps, where not 0, replace the catalog's shape (gerbil-kernel-bench's variants).
-  void check(const DecodeCase &c, bool subgroupOps, int64_t queryHeads = 0, int64_t warps = 0) {
+  // queryHeads and warps, where not 0, replace the catalog's shape (gerbil-kernel-bench's variants);
+  // prefetchBytes: weights of these sizes for the kernel's prefetch workgroups to read (each buffer 4 KiB
+  // longer than what it reads).
+  void check(const DecodeCase &c, bool subgroupOps, int64_t queryHeads = 0, int64_t warps = 0,
+             const std::vector<int64_t> &prefetchBytes = {}) {
     const codegen::AttentionSpec &spec = c.spec;
     const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
     std::mt19937 rng(c.position * 31 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
@@ -155,7 +158,7 @@ protected:
       referenceAttention(spec, &q[h * dim], keys, values, h, c.position, &expected[h * dim]);
 
     codegen::DecodeAttentionKernel kernel =
-        codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps);
+        codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps, prefetchBytes);
     ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<uint32_t> spirv =
         compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
@@ -167,6 +170,11 @@ protected:
     buffers.push_back(ctx_->createBuffer(kernel.scratchPartialBytes, "partial"));
     buffers.push_back(ctx_->createBuffer(kernel.scratchCounterBytes, "counters"));
     ctx_->fill(buffers.back(), 0);
+    for (int64_t bytes : prefetchBytes) {
+      std::vector<float> weights(static_cast<size_t>(bytes / 4 + 1024));
+      for (float &v : weights) v = uniform(rng);
+      buffers.push_back(upload(weights, "prefetched weights"));
+    }
     buffers.push_back(state(c.position));
     ASSERT_EQ(buffers.size(), kernel.source.bindings.size() + 1);
     for (int run = 0; run < 2; ++run) {
@@ -236,6 +244,17 @@ TEST_F(DecodeAttentionKernelTest, OtherShapesMatchTheReference) {
   check(variants[0].c, false, variants[0].queryHeads, variants[0].warps);
 }
 
+// gerbil-prefetch-weights: grid rows past the splits whose workgroups only read weights into the L2 leave
+// the attention's result as it is: several bindings, reads that end within a workgroup's chunk, a 16-byte
+// one, one over several rows of workers; with both reduction paths.
+TEST_F(DecodeAttentionKernelTest, PrefetchingWorkgroupsLeaveTheResultAsItIs) {
+  check({{14, 2, 64, 400, 0.125, 0}, 130}, true, 0, 0, {16, 3 * 65536 + 4096, 65536, 4096});
+  ASSERT_FALSE(HasFatalFailure());
+  check({{32, 8, 128, 400, 0.088, 0}, 255}, false, 0, 0, {100000});
+  ASSERT_FALSE(HasFatalFailure());
+  check({{4, 1, 16, 400, 0.25, 0}, 31}, true, 0, 0, {256 << 10});
+}
+
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
   // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.
   const AttentionCase cases[] = {
@@ -303,6 +322,23 @@ TEST_F(AttentionKernelTest, PrefillRescalesAsScoresGrow) {
       check(c, true);
       ASSERT_FALSE(HasFatalFailure());
     }
+}
+
+TEST(AttentionKernelSpec, PrefetchAddsBindingsAndRowsOfWorkers) {
+  const codegen::AttentionSpec spec{14, 2, 64, 1024, 0.125, 0};
+  codegen::DecodeAttentionKernel plain = codegen::decodeAttentionKernel(spec, true);
+  ASSERT_LE(plain.source.workgroup[0], 256); // so that each invocation of a worker issues 16 loads
+  const int64_t workerBytes = 16 * 16 * plain.source.workgroup[0];
+  codegen::DecodeAttentionKernel prefetching =
+      codegen::decodeAttentionKernel(spec, true, 0, 0, {workerBytes * 20 + 16, 32});
+  ASSERT_EQ(prefetching.source.bindings.size(), plain.source.bindings.size() + 2);
+  EXPECT_EQ(prefetching.source.bindings.back().name, "prefetch1");
+  // 21 + 1 workers on rows of 14 columns: two rows past the splits.
+  EXPECT_EQ(prefetching.grid[0], plain.grid[0]);
+  EXPECT_EQ(prefetching.grid[1], plain.grid[1] + 2);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {32, 32, 32, 32, 32}), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {24}), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {0}), codegen::CodegenError);
 }
 
 TEST(AttentionKernelSpec, KeySplitsAreBounded) {

@@ -213,12 +213,18 @@ def Gerbil_DispatchOp : Gerbil_Op<"dispatch",
     body that the yield does not return, in body order) — except that a group whose kernel ends in "_coop"
     runs its projections (with their bias adds and, for gate/up, the activation product) as one launch of
     `grid` and `workgroup`, and the rest of its body (RoPE, the KV-cache write) op by op after it.
+
+    `prefetch_weights` and `prefetch_bytes` (gerbil-prefetch-weights), on a dispatch with a decode variant:
+    its decode launch also reads the first `prefetch_bytes[i]` bytes of weight `prefetch_weights[i]` into the
+    GPU's L2 cache, in workgroups of its own beside the kernel's, for the launches after it that read them.
   }];
   let arguments = (ins Variadic<AnyType>:$operands, StrAttr:$kernel, AffineMapAttr:$grid,
                        DenseI64ArrayAttr:$workgroup, OptionalAttr<DenseI64ArrayAttr>:$arena_offsets,
                        OptionalAttr<AffineMapAttr>:$decode_grid,
                        OptionalAttr<DenseI64ArrayAttr>:$decode_workgroup,
-                       OptionalAttr<DenseI64ArrayAttr>:$internal_offsets);
+                       OptionalAttr<DenseI64ArrayAttr>:$internal_offsets,
+                       OptionalAttr<SymbolRefArrayAttr>:$prefetch_weights,
+                       OptionalAttr<DenseI64ArrayAttr>:$prefetch_bytes);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -22,11 +22,13 @@ struct PipelineOptions {
   // gerbil-fuse-logits-argmax: on the H200 the LM head's gemv with the argmax took longer than the two
   // launches apart (docs/decode-latency.md), so it runs only when asked.
   bool fuseLogitsArgmax = false;
+  // gerbil-prefetch-weights' budget: the target profile's (decodePrefetchBytes) where negative.
+  int64_t prefetchBytes = -1;
 };
 
 // verify -> layout -> [fuse-norm-prologue -> fuse-residual -> group-qkv -> fuse-rope-kv-write ->
 // group-gate-up -> (fuse-logits-argmax) -> fold-norm-weights]
-// -> dispatch formation -> memory planning -> verify.
+// -> dispatch formation -> weight prefetch -> memory planning -> verify.
 
 void buildGerbilPipeline(OpPassManager &pm, const PipelineOptions &options);
 

@@ -1,0 +1,53 @@
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192}))' | FileCheck %s --check-prefix=ALL
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=1040}))' | FileCheck %s --check-prefix=SHARED
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=100}))' | FileCheck %s --check-prefix=PART
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights))' | FileCheck %s --check-prefix=NONE
+// RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+
+// Two layers' attention, o projection and MLP (f32 weights: o 8 × 8 is 256 bytes, gate and up 32 × 8 and
+// down 8 × 32 1024 each). Before: no dispatch prefetches. After: each attention dispatch names the matrices
+// of the dispatches after it, in their order, up to the budget and up to the next attention.
+
+// With room for all of them: o, gate, up and down (3328 bytes), not the next layer's o.
+// ALL-LABEL: func.func @forward
+// ALL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 1024, 1024, 1024>, prefetch_weights = [@l0.o, @l0.gate, @l0.up, @l0.down]
+// ALL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_weights = [@l1.o]}
+// ALL-NOT: prefetch_
+
+// 1040 bytes: o (256), then the gate/up group's 2048 do not fit: what is left (784) is shared between gate
+// and up, 384 bytes each (whole 16-byte words), from their first rows; nothing after them.
+// SHARED: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 384, 384>, prefetch_weights = [@l0.o, @l0.gate, @l0.up]}
+
+// 100 bytes: the first 96 of o.
+// PART: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 96>, prefetch_weights = [@l0.o]}
+
+// NONE-NOT: prefetch_
+
+// NEGATIVE: bytes must not be negative, got -1
+
+module {
+  gerbil.weight @l0.o : tensor<8x8xf32> {keys = ["l0.o"]}
+  gerbil.weight @l0.gate : tensor<32x8xf32> {keys = ["l0.gate"]}
+  gerbil.weight @l0.up : tensor<32x8xf32> {keys = ["l0.up"]}
+  gerbil.weight @l0.down : tensor<8x32xf32> {keys = ["l0.down"]}
+  gerbil.weight @l1.o : tensor<8x8xf32> {keys = ["l1.o"]}
+  gerbil.kv_cache @kv_cache.0 {head_dim = 4 : i64, layer = 0 : i64, num_kv_heads = 1 : i64}
+  gerbil.kv_cache @kv_cache.1 {head_dim = 4 : i64, layer = 1 : i64, num_kv_heads = 1 : i64}
+  func.func @forward(%q: tensor<?x8xf32>, %h: tensor<?x8xf32>, %pos: index) -> tensor<?x8xf32> {
+    %a = gerbil.attention %q, %pos over @kv_cache.0 {num_heads = 2 : i64, num_kv_heads = 1 : i64, head_dim = 4 : i64, scale = 0.5} : (tensor<?x8xf32>, index) -> tensor<?x8xf32>
+    %wo = gerbil.weight_ref @l0.o : tensor<8x8xf32>
+    %o = gerbil.linear %a, %wo residual(%h) : (tensor<?x8xf32>, tensor<8x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+    %wg = gerbil.weight_ref @l0.gate : tensor<32x8xf32>
+    %wu = gerbil.weight_ref @l0.up : tensor<32x8xf32>
+    %gate = gerbil.matmul %o, %wg : (tensor<?x8xf32>, tensor<32x8xf32>) -> tensor<?x32xf32>
+    %up = gerbil.matmul %o, %wu : (tensor<?x8xf32>, tensor<32x8xf32>) -> tensor<?x32xf32>
+    %act = gerbil.silu %gate : tensor<?x32xf32>
+    %m = gerbil.mul %act, %up : tensor<?x32xf32>
+    %wd = gerbil.weight_ref @l0.down : tensor<8x32xf32>
+    %d = gerbil.linear %m, %wd residual(%o) : (tensor<?x32xf32>, tensor<8x32xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+    %a1 = gerbil.attention %d, %pos over @kv_cache.1 {num_heads = 2 : i64, num_kv_heads = 1 : i64, head_dim = 4 : i64, scale = 0.5} : (tensor<?x8xf32>, index) -> tensor<?x8xf32>
+    %wo1 = gerbil.weight_ref @l1.o : tensor<8x8xf32>
+    %o1 = gerbil.linear %a1, %wo1 residual(%d) : (tensor<?x8xf32>, tensor<8x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %o1 : tensor<?x8xf32>
+  }
+}
