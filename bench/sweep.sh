@@ -44,5 +44,7 @@ for line in open(sys.argv[1]):
              "attention-prefill": lambda: f"H{r['heads']}/{r['kv_heads']} d{r['head_dim']} T{r['tokens']} at {r['position']} {r['target']} splits {r.get('key_splits', 1)}" + (" f16 out" if r.get("half_result") else "") + (f" key tile {r['key_tile']}" if r.get("key_tile") else "")}[r["kernel"]]()
     rate = f"{r['tflops']:.1f} TFLOP/s" if "tflops" in r else f"{r['gb_per_s']:.0f} GB/s"
     if r.get("weights_in_l2"): shape += " (L2)"
+    if r.get("rotate_mib", 512) != 512: shape += f" ({r['rotate_mib']} MiB)"
+    if r.get("one_buffer"): shape += " 1 buf"
     print(f"{r['kernel']:16} {shape:40} {' '.join(r['defines']):28} {r['ms'] * 1000:9.1f} us {rate}")
 EOF

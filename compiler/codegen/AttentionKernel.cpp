@@ -116,11 +116,11 @@ namespace {
 
 // The prefetch bindings, their workers (kPrefetchWorkerBytes each, in binding order) and the grid rows past
 // the splits that hold them, `columns` a row.
-void addPrefetch(DecodeAttentionKernel &d, const std::vector<int64_t> &prefetchBytes, int64_t columns,
+void addPrefetch(DecodeAttentionKernel &d, const std::vector<PrefetchRange> &prefetch, int64_t columns,
                  int64_t splits) {
-  if (prefetchBytes.empty()) return;
-  if (prefetchBytes.size() > kMaxPrefetchBindings)
-    throw CodegenError("decode attention: " + std::to_string(prefetchBytes.size()) +
+  if (prefetch.empty()) return;
+  if (prefetch.size() > kMaxPrefetchBindings)
+    throw CodegenError("decode attention: " + std::to_string(prefetch.size()) +
                        " weights to prefetch, more than its " + std::to_string(kMaxPrefetchBindings) +
                        " prefetch bindings");
   KernelSource &k = d.source;
@@ -128,18 +128,21 @@ void addPrefetch(DecodeAttentionKernel &d, const std::vector<int64_t> &prefetchB
   const int64_t steps = std::clamp<int64_t>(kPrefetchWorkerBytes / 16 / k.workgroup[0], 1, 16);
   const int64_t workerBytes = steps * 16 * k.workgroup[0];
   int64_t workers = 0;
-  for (size_t i = 0; i < prefetchBytes.size(); ++i) {
-    const int64_t bytes = prefetchBytes[i];
-    if (bytes <= 0 || bytes % 16 != 0)
+  for (size_t i = 0; i < prefetch.size(); ++i) {
+    const auto [bytes, stride] = prefetch[i];
+    if (bytes <= 0 || bytes % 16 != 0 || stride <= 0 || stride % 16 != 0)
       throw CodegenError("decode attention: a prefetch of " + std::to_string(bytes) +
-                         " bytes (a positive multiple of 16 is needed)");
+                         " bytes at strides of " + std::to_string(stride) +
+                         " (positive multiples of 16 are needed)");
     const std::string index = std::to_string(i);
+    const int64_t reads = (bytes / 16 + stride / 16 - 1) / (stride / 16);
     k.bindings.push_back({"prefetch" + index, Access::Read, plan::DType::F16, true});
     k.defines.emplace_back("PREFETCH_FIRST_" + index, uintValue(workers));
-    k.defines.emplace_back("PREFETCH_VECS_" + index, uintValue(bytes / 16));
-    workers += (bytes + workerBytes - 1) / workerBytes;
+    k.defines.emplace_back("PREFETCH_READS_" + index, uintValue(reads));
+    k.defines.emplace_back("PREFETCH_STRIDE_" + index, uintValue(stride / 16));
+    workers += (reads * 16 + workerBytes - 1) / workerBytes;
   }
-  k.defines.emplace_back("PREFETCH_COUNT", std::to_string(prefetchBytes.size())); // in #if: no "u"
+  k.defines.emplace_back("PREFETCH_COUNT", std::to_string(prefetch.size())); // in #if: no "u"
   k.defines.emplace_back("PREFETCH_STEPS", uintValue(steps));
   k.defines.emplace_back("PREFETCH_SINK(value)", "store_result(0u, value)");
   k.libraries.push_back("prefetch.glsl");
@@ -149,7 +152,7 @@ void addPrefetch(DecodeAttentionKernel &d, const std::vector<int64_t> &prefetchB
 } // namespace
 
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps, int64_t queryHeads,
-                                            int64_t warps, const std::vector<int64_t> &prefetchBytes) {
+                                            int64_t warps, const std::vector<PrefetchRange> &prefetch) {
   namespace gd = mlir::gerbil;
   gd::DecodeAttentionShape shape =
       gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim, spec.sequence, queryHeads, warps);
@@ -182,7 +185,7 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
   d.scratchCounterBytes = static_cast<uint64_t>(columns) * 4;
   d.scratchPartialBytes =
       static_cast<uint64_t>(columns * shape.splits * shape.queryHeads * (spec.headDim + 2)) * 4;
-  addPrefetch(d, prefetchBytes, columns, shape.splits);
+  addPrefetch(d, prefetch, columns, shape.splits);
   return d;
 }
 

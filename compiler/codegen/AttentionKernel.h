@@ -39,12 +39,17 @@ struct AttentionScratch {
 AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxTokens);
 
 // Decode: bindings q, k_cache, v_cache, result, partial (scratch), counters (scratch), then one prefetchI
-// for each of prefetchBytes (the weights gerbil-prefetch-weights chose; at most kMaxPrefetchBindings), then
+// for each prefetch range (the weights gerbil-prefetch-weights chose; at most kMaxPrefetchBindings), then
 // the state buffer. The scratch holds a counter per workgroup column and every split's partial softmax
-// result. Prefetching adds grid rows of workgroups that read the first prefetchBytes[i] bytes (multiples of
-// 16) of binding prefetchI, up to kPrefetchWorkerBytes a workgroup (prefetch.glsl).
-inline constexpr size_t kMaxPrefetchBindings = 4;
+// result. Prefetching adds grid rows of workgroups that read the 16-byte words at 0, stride, 2 · stride...
+// below `bytes` of binding prefetchI (both multiples of 16), up to kPrefetchWorkerBytes / 16 words a
+// workgroup (prefetch.glsl).
+inline constexpr size_t kMaxPrefetchBindings = 8;
 inline constexpr int64_t kPrefetchWorkerBytes = 64 * 1024;
+struct PrefetchRange {
+  int64_t bytes = 0;
+  int64_t stride = 16; // 16: every word (the data); a page's size: its address translation
+};
 struct DecodeAttentionKernel {
   KernelSource source;
   std::array<uint32_t, 3> grid{};
@@ -53,6 +58,6 @@ struct DecodeAttentionKernel {
 // queryHeads and warps, where not 0, replace the catalog's choice (mlir::gerbil::decodeAttentionShape).
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps,
                                             int64_t queryHeads = 0, int64_t warps = 0,
-                                            const std::vector<int64_t> &prefetchBytes = {});
+                                            const std::vector<PrefetchRange> &prefetch = {});
 
 } // namespace gerbil::codegen

@@ -871,12 +871,15 @@ private:
   // prefetches (gerbil-prefetch-weights).
   void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
     const std::string what = "decode attention '" + locationName(a.getLoc()) + "'";
-    std::vector<int64_t> prefetchBytes;
+    std::vector<PrefetchRange> prefetch;
     std::vector<BindingSource> prefetched;
     auto dispatch = a->getParentOfType<gd::DispatchOp>();
     if (std::optional<ArrayAttr> weights = dispatch.getPrefetchWeights()) {
       ArrayRef<int64_t> sizes = *dispatch.getPrefetchBytes();
-      for (auto [name, bytes] : llvm::zip(*weights, sizes)) {
+      std::vector<int64_t> strides(sizes.size(), 16);
+      if (std::optional<ArrayRef<int64_t>> given = dispatch.getPrefetchStrides())
+        strides.assign(given->begin(), given->end());
+      for (auto [name, bytes, stride] : llvm::zip(*weights, sizes, strides)) {
         std::string symbol = llvm::cast<FlatSymbolRefAttr>(name).getValue().str();
         auto found = weightIndex_.find(symbol);
         if (found == weightIndex_.end())
@@ -884,12 +887,12 @@ private:
         if (static_cast<uint64_t>(bytes) > plan_.weights[found->second].bytes())
           throw CodegenError(what + " prefetches " + std::to_string(bytes) + " bytes of '" + symbol +
                              "', which has " + std::to_string(plan_.weights[found->second].bytes()));
-        prefetchBytes.push_back(bytes);
+        prefetch.push_back({bytes, stride});
         prefetched.push_back({BindingSource::Weight, static_cast<unsigned>(found->second)});
       }
     }
     DecodeAttentionKernel kernel =
-        decodeAttentionKernel(attentionSpec(a), options_.subgroupOps, 0, 0, prefetchBytes);
+        decodeAttentionKernel(attentionSpec(a), options_.subgroupOps, 0, 0, prefetch);
     requireFormedWorkgroup(kernel.source, k.source.workgroup, what);
     k.source = kernel.source;
     k.origins = {{BindingSource::Operand, 0},         {BindingSource::CacheKeys, 0},

@@ -140,7 +140,8 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
 
     mlir::PassManager pm(&context);
     mlir::gerbil::buildGerbilPipeline(pm, {options.weightDtype, prefillChunk, true, target,
-                                           options.fuseLogitsArgmax, options.prefetchBytes});
+                                           options.fuseLogitsArgmax, options.prefetchBytes,
+                                           options.prefetchPageBytes});
     if (mlir::failed(pm.run(*module))) {
       err << "gerbilc: internal error: the pass pipeline failed:\n" << diagnostics;
       return kExitInternal;

@@ -21,6 +21,7 @@ struct CompileOptions {
   bool subgroupOps = true;         // false: kernels reduce through shared memory only (--no-subgroup-ops)
   bool fuseLogitsArgmax = false;   // decode picks the token in the LM head's gemv (--fuse-logits-argmax)
   int64_t prefetchBytes = -1;      // --prefetch-bytes: decode attention's weight prefetch; -1: the target's
+  int64_t prefetchPageBytes = -1;  // --prefetch-page-bytes: and its page stride; -1: the target's
 };
 
 struct CompileSummary {

@@ -297,6 +297,15 @@ LogicalResult DispatchOp::verify() {
     for (int64_t bytes : sizes)
       if (bytes <= 0 || bytes % 16 != 0)
         return emitOpError() << "prefetch_bytes must be positive multiples of 16, got " << bytes;
+    if (std::optional<ArrayRef<int64_t>> strides = getPrefetchStrides()) {
+      if (strides->size() != sizes.size())
+        return emitOpError() << "needs one prefetch_strides per prefetched weight";
+      for (int64_t stride : *strides)
+        if (stride <= 0 || stride % 16 != 0)
+          return emitOpError() << "prefetch_strides must be positive multiples of 16, got " << stride;
+    }
+  } else if (getPrefetchStrides()) {
+    return emitOpError() << "prefetch_strides without prefetch_weights";
   }
   return success();
 }

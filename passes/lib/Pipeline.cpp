@@ -16,10 +16,12 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
   }
   pm.addNestedPass<func::FuncOp>(createGerbilFormDispatches(GerbilFormDispatchesOptions{options.target}));
   std::optional<TargetProfile> profile = parseTarget(options.target);
-  int64_t prefetchBytes = options.prefetchBytes >= 0 ? options.prefetchBytes
-                          : profile                  ? profile->decodePrefetchBytes
-                                                     : 0;
-  pm.addNestedPass<func::FuncOp>(createGerbilPrefetchWeights(GerbilPrefetchWeightsOptions{prefetchBytes}));
+  auto chosen = [&](int64_t given, int64_t TargetProfile::*field) {
+    return given >= 0 ? given : profile ? (*profile).*field : 0;
+  };
+  pm.addNestedPass<func::FuncOp>(createGerbilPrefetchWeights(GerbilPrefetchWeightsOptions{
+      chosen(options.prefetchBytes, &TargetProfile::decodePrefetchBytes),
+      chosen(options.prefetchPageBytes, &TargetProfile::decodePrefetchPageBytes)}));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));
   pm.addPass(createGerbilVerifyModel(GerbilVerifyModelOptions{true}));
 }

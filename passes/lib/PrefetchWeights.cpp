@@ -5,6 +5,7 @@
 #include "gerbil/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir::gerbil {
 #define GEN_PASS_DEF_GERBILPREFETCHWEIGHTS
@@ -16,8 +17,8 @@ using namespace mlir::gerbil;
 
 namespace {
 
-// The prefetch bindings attention_decode.glsl has.
-constexpr size_t kMaxPrefetchedWeights = 4;
+// The prefetch bindings attention_decode.glsl has, and how many of them may load data (the rest touch pages).
+constexpr size_t kMaxPrefetched = 8, kMaxPrefetchedData = 4;
 constexpr int64_t kPrefetchGranule = 16; // the kernel loads 16 bytes at a time
 
 struct Matrix {
@@ -58,27 +59,45 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
   using GerbilPrefetchWeightsBase::GerbilPrefetchWeightsBase;
 
   void runOnOperation() override {
-    if (bytes < 0) {
-      getOperation().emitError() << "gerbil-prefetch-weights: bytes must not be negative, got "
-                                 << static_cast<int64_t>(bytes);
+    if (bytes < 0 || pageBytes < 0 || pageBytes % kPrefetchGranule != 0) {
+      getOperation().emitError()
+          << "gerbil-prefetch-weights: bytes must not be negative and page-bytes must be "
+             "a multiple of 16, got "
+          << static_cast<int64_t>(bytes) << " and " << static_cast<int64_t>(pageBytes);
       return signalPassFailure();
     }
-    if (bytes == 0) return;
+    if (bytes == 0 && pageBytes == 0) return;
     SmallVector<DispatchOp> dispatches(getOperation().getOps<DispatchOp>());
     for (size_t i = 0; i < dispatches.size(); ++i)
       if (isDecodeAttention(dispatches[i]))
         prefetchAfter(dispatches[i], ArrayRef(dispatches).drop_front(i + 1));
   }
 
+  // The matrices of the dispatches after `host`, up to the next attention, a list for each dispatch.
+  static SmallVector<SmallVector<Matrix>> readersAfter(ArrayRef<DispatchOp> after) {
+    SmallVector<SmallVector<Matrix>> lists;
+    for (DispatchOp next : after) {
+      if (isDecodeAttention(next)) break;
+      SmallVector<Matrix> matrices = matricesOf(next);
+      if (!matrices.empty()) lists.push_back(std::move(matrices));
+    }
+    return lists;
+  }
+
   void prefetchAfter(DispatchOp host, ArrayRef<DispatchOp> after) {
     SmallVector<Attribute> names;
-    SmallVector<int64_t> sizes;
+    SmallVector<int64_t> sizes, strides;
+    auto add = [&](const Matrix &m, int64_t size, int64_t stride) {
+      names.push_back(m.name);
+      sizes.push_back(size);
+      strides.push_back(stride);
+    };
+    SmallVector<SmallVector<Matrix>> lists = readersAfter(after);
+    // The data: whole matrices while the budget lasts, then a share of it for each matrix of the next.
+    llvm::StringMap<int64_t> loaded;
     int64_t left = roundDown(static_cast<int64_t>(bytes));
-    for (DispatchOp next : after) {
-      if (isDecodeAttention(next) || left < kPrefetchGranule) break;
-      SmallVector<Matrix> matrices = matricesOf(next);
-      if (matrices.empty()) continue;
-      if (names.size() + matrices.size() > kMaxPrefetchedWeights) break;
+    for (ArrayRef<Matrix> matrices : lists) {
+      if (left < kPrefetchGranule || names.size() + matrices.size() > kMaxPrefetchedData) break;
       int64_t total = 0;
       for (const Matrix &m : matrices) total += m.bytes;
       // What does not all fit is shared out equally: a grouped projection's workgroups read the same rows
@@ -88,16 +107,28 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
       for (const Matrix &m : matrices) {
         int64_t taken = share ? std::min(roundDown(m.bytes), share) : roundDown(m.bytes);
         if (taken == 0) continue;
-        names.push_back(m.name);
-        sizes.push_back(taken);
+        add(m, taken, kPrefetchGranule);
+        loaded[m.name.getValue()] = taken;
         left -= taken;
       }
       if (share) break;
     }
+    // The pages: a word of each page of every matrix not loaded whole, so that the launches after find
+    // their address translations cached.
+    if (pageBytes > 0)
+      for (ArrayRef<Matrix> matrices : lists)
+        for (const Matrix &m : matrices) {
+          auto found = loaded.find(m.name.getValue());
+          if ((found != loaded.end() && found->second == roundDown(m.bytes)) || roundDown(m.bytes) == 0)
+            continue;
+          if (names.size() == kMaxPrefetched) break;
+          add(m, roundDown(m.bytes), pageBytes);
+        }
     if (names.empty()) return;
     OpBuilder builder(host);
     host.setPrefetchWeightsAttr(builder.getArrayAttr(names));
     host.setPrefetchBytesAttr(builder.getDenseI64ArrayAttr(sizes));
+    host.setPrefetchStridesAttr(builder.getDenseI64ArrayAttr(strides));
   }
 };
 

@@ -43,6 +43,11 @@ struct Options {
   // One copy of the weights and caches, so that repeated launches read them from the L2 (what a launch
   // gains when the one before has loaded its weights there).
   bool weightsInL2 = false;
+  // The least bytes the rotated copies span (a model's weights span gigabytes: what a launch pays beyond
+  // the L2 for addresses far apart, e.g. in address translation).
+  uint64_t rotateBytes = 512ull << 20;
+  // A rotated binding's copies in one buffer (one allocation) at 2 MiB steps, instead of a buffer each.
+  bool oneBuffer = false;
   bool subgroupOps = true; // gemv and decode attention: reductions with subgroup operations
   // sync only, for its SYNC_BDA variant: the other kernels' buffers stay as plans allocate them.
   bool bufferDeviceAddress = false;
@@ -117,14 +122,25 @@ public:
     uint64_t rotatedBytes = 0;
     for (const BindingData &b : data)
       if (b.rotated) rotatedBytes += b.bytes.size();
-    const uint64_t minimum = 512ull << 20;
+    const uint64_t minimum = options_.rotateBytes;
     size_t copies = rotatedBytes == 0 || options_.weightsInL2
                         ? 1
-                        : std::clamp<size_t>((minimum + rotatedBytes - 1) / rotatedBytes, 1, 64);
+                        : std::clamp<size_t>((minimum + rotatedBytes - 1) / rotatedBytes, 1, 4096);
 
-    // Each binding's buffers: `copies` of a rotated one, one of any other.
+    // Each binding's buffers: `copies` of a rotated one, one of any other; with oneBuffer, a rotated
+    // binding's copies lie in one buffer, `stride` apart.
     std::vector<std::vector<vk::Buffer>> buffers(data.size());
-    for (size_t i = 0; i < data.size(); ++i)
+    std::vector<uint64_t> stride(data.size(), 0);
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (options_.oneBuffer && data[i].rotated && copies > 1) {
+        const uint64_t align = 2ull << 20;
+        stride[i] = (std::max<uint64_t>(data[i].bytes.size(), 16) + align - 1) / align * align;
+        vk::Buffer b = ctx_->createBuffer(stride[i] * copies, source.bindings[i].name);
+        for (size_t c = 0; c < copies; ++c)
+          ctx_->upload(b, c * stride[i], data[i].bytes.data(), data[i].bytes.size());
+        buffers[i].push_back(std::move(b));
+        continue;
+      }
       for (size_t c = 0; c < (data[i].rotated ? copies : 1); ++c) {
         vk::Buffer b =
             ctx_->createBuffer(std::max<size_t>(data[i].bytes.size(), 16), source.bindings[i].name);
@@ -134,6 +150,7 @@ public:
           ctx_->upload(b, 0, data[i].bytes.data(), data[i].bytes.size());
         buffers[i].push_back(std::move(b));
       }
+    }
     std::vector<uint32_t> state(64, 0);
     state[0] = statePosition_;
     vk::Buffer stateBuffer = ctx_->createBuffer(state.size() * 4, "state");
@@ -145,9 +162,12 @@ public:
     std::vector<VkDescriptorSet> sets;
     for (size_t c = 0; c < copies; ++c) {
       std::vector<vk::BufferRange> ranges;
-      for (const std::vector<vk::Buffer> &binding : buffers) {
-        const vk::Buffer &b = binding[c % binding.size()];
-        ranges.push_back({b.handle(), 0, b.size()});
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        const vk::Buffer &b = buffers[i][c % buffers[i].size()];
+        if (stride[i])
+          ranges.push_back({b.handle(), c * stride[i], std::max<uint64_t>(data[i].bytes.size(), 16)});
+        else
+          ranges.push_back({b.handle(), 0, b.size()});
       }
       ranges.push_back({stateBuffer.handle(), 0, stateBuffer.size()});
       sets.push_back(ctx_->createDescriptorSet(pipeline, ranges));
@@ -215,6 +235,18 @@ int main(int argc, char **argv) {
       "--weights-in-l2", options.weightsInL2,
       "matmul, gemv, attention: one copy of the weights and caches (read from the L2 after the first "
       "launch) instead of copies rotated past it");
+  app.add_option(
+         "--rotate-mib",
+         [&](const std::vector<std::string> &value) {
+           options.rotateBytes = std::stoull(value.at(0)) << 20;
+           return true;
+         },
+         "matmul, gemv, attention: the least MiB the rotated copies of the weights and caches span (default "
+         "512)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_flag("--one-buffer", options.oneBuffer,
+               "matmul, gemv, attention: a rotated binding's copies in one buffer (one allocation, 2 MiB "
+               "apart) instead of a buffer each");
   app.add_flag(
       "--no-subgroup-ops", [&](int64_t) { options.subgroupOps = false; },
       "gemv, attention-decode: reductions through shared memory only (gerbilc --no-subgroup-ops)");
@@ -338,7 +370,9 @@ int main(int argc, char **argv) {
     nlohmann::json out = {{"device", bench.info().name},
                           {"defines", options.defines},
                           {"dtype", dtype},
-                          {"weights_in_l2", options.weightsInL2}};
+                          {"weights_in_l2", options.weightsInL2},
+                          {"rotate_mib", options.rotateBytes >> 20},
+                          {"one_buffer", options.oneBuffer}};
     if (!options.subgroupOps) out["subgroup_ops"] = false;
     if (mlpCommand->parsed()) {
       mlp.repeats = std::min(options.repeats, 200);

@@ -41,6 +41,14 @@ int main(int argc, char **argv) {
          "Weight bytes each decode attention launch loads into the L2 cache for the projections after "
          "it (default: the target's; 0: none)")
       ->check(gerbil::cli::number(0, false, 4294967296.0));
+  app.add_option(
+         "--prefetch-page-bytes", options.prefetchPageBytes,
+         "With it, one word this many bytes apart of the rest of those weights, to cache their address "
+         "translations (a multiple of 16; default: the target's; 0: none)")
+      ->check(gerbil::cli::number(0, false, 1073741824.0))
+      ->check(CLI::Validator(
+          [](std::string &text) { return std::stoll(text) % 16 == 0 ? "" : "must be a multiple of 16"; },
+          ""));
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");

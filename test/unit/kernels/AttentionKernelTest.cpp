@@ -135,10 +135,9 @@ struct DecodeCase {
 class DecodeAttentionKernelTest : public AttentionKernelTest {
 protected:
   // queryHeads and warps, where not 0, replace the catalog's shape (gerbil-kernel-bench's variants);
-  // prefetchBytes: weights of these sizes for the kernel's prefetch workgroups to read (each buffer 4 KiB
-  // longer than what it reads).
+  // prefetch: weights for the kernel's prefetch workgroups to read (each buffer 4 KiB longer than the range).
   void check(const DecodeCase &c, bool subgroupOps, int64_t queryHeads = 0, int64_t warps = 0,
-             const std::vector<int64_t> &prefetchBytes = {}) {
+             const std::vector<codegen::PrefetchRange> &prefetch = {}) {
     const codegen::AttentionSpec &spec = c.spec;
     const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
     std::mt19937 rng(c.position * 31 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
@@ -158,7 +157,7 @@ protected:
       referenceAttention(spec, &q[h * dim], keys, values, h, c.position, &expected[h * dim]);
 
     codegen::DecodeAttentionKernel kernel =
-        codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps, prefetchBytes);
+        codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps, prefetch);
     ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<uint32_t> spirv =
         compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
@@ -170,8 +169,8 @@ protected:
     buffers.push_back(ctx_->createBuffer(kernel.scratchPartialBytes, "partial"));
     buffers.push_back(ctx_->createBuffer(kernel.scratchCounterBytes, "counters"));
     ctx_->fill(buffers.back(), 0);
-    for (int64_t bytes : prefetchBytes) {
-      std::vector<float> weights(static_cast<size_t>(bytes / 4 + 1024));
+    for (const codegen::PrefetchRange &range : prefetch) {
+      std::vector<float> weights(static_cast<size_t>(range.bytes / 4 + 1024));
       for (float &v : weights) v = uniform(rng);
       buffers.push_back(upload(weights, "prefetched weights"));
     }
@@ -246,13 +245,15 @@ TEST_F(DecodeAttentionKernelTest, OtherShapesMatchTheReference) {
 
 // gerbil-prefetch-weights: grid rows past the splits whose workgroups only read weights into the L2 leave
 // the attention's result as it is: several bindings, reads that end within a workgroup's chunk, a 16-byte
-// one, one over several rows of workers; with both reduction paths.
+// one, one over several rows of workers, words a page apart (address translations), all 8 bindings; with
+// both reduction paths.
 TEST_F(DecodeAttentionKernelTest, PrefetchingWorkgroupsLeaveTheResultAsItIs) {
-  check({{14, 2, 64, 400, 0.125, 0}, 130}, true, 0, 0, {16, 3 * 65536 + 4096, 65536, 4096});
+  check({{14, 2, 64, 400, 0.125, 0}, 130}, true, 0, 0, {{16}, {3 * 65536 + 4096}, {65536}, {4096}});
   ASSERT_FALSE(HasFatalFailure());
-  check({{32, 8, 128, 400, 0.088, 0}, 255}, false, 0, 0, {100000});
+  check({{32, 8, 128, 400, 0.088, 0}, 255}, false, 0, 0, {{100000}, {100000, 4096}});
   ASSERT_FALSE(HasFatalFailure());
-  check({{4, 1, 16, 400, 0.25, 0}, 31}, true, 0, 0, {256 << 10});
+  check({{4, 1, 16, 400, 0.25, 0}, 31}, true, 0, 0,
+        {{256 << 10}, {16, 4096}, {4096, 4096}, {8192, 4096}, {300 << 10, 65536}, {32}, {48}, {64, 32}});
 }
 
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
@@ -330,15 +331,21 @@ TEST(AttentionKernelSpec, PrefetchAddsBindingsAndRowsOfWorkers) {
   ASSERT_LE(plain.source.workgroup[0], 256); // so that each invocation of a worker issues 16 loads
   const int64_t workerBytes = 16 * 16 * plain.source.workgroup[0];
   codegen::DecodeAttentionKernel prefetching =
-      codegen::decodeAttentionKernel(spec, true, 0, 0, {workerBytes * 20 + 16, 32});
+      codegen::decodeAttentionKernel(spec, true, 0, 0, {{workerBytes * 20 + 16}, {32}});
   ASSERT_EQ(prefetching.source.bindings.size(), plain.source.bindings.size() + 2);
   EXPECT_EQ(prefetching.source.bindings.back().name, "prefetch1");
   // 21 + 1 workers on rows of 14 columns: two rows past the splits.
   EXPECT_EQ(prefetching.grid[0], plain.grid[0]);
   EXPECT_EQ(prefetching.grid[1], plain.grid[1] + 2);
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {32, 32, 32, 32, 32}), codegen::CodegenError);
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {24}), codegen::CodegenError);
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {0}), codegen::CodegenError);
+  // Words a page apart: a worker's reads span 16 · workerBytes / 16 pages of 4 KiB... 50 pages, one worker.
+  codegen::DecodeAttentionKernel touching =
+      codegen::decodeAttentionKernel(spec, true, 0, 0, {{50 * 4096, 4096}});
+  EXPECT_EQ(touching.grid[1], plain.grid[1] + 1);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, std::vector<codegen::PrefetchRange>(9, {32})),
+               codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{24}}), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{0}}), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{32, 8}}), codegen::CodegenError);
 }
 
 TEST(AttentionKernelSpec, KeySplitsAreBounded) {

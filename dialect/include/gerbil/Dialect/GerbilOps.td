@@ -216,7 +216,9 @@ def Gerbil_DispatchOp : Gerbil_Op<"dispatch",
 
     `prefetch_weights` and `prefetch_bytes` (gerbil-prefetch-weights), on a dispatch with a decode variant:
     its decode launch also reads the first `prefetch_bytes[i]` bytes of weight `prefetch_weights[i]` into the
-    GPU's L2 cache, in workgroups of its own beside the kernel's, for the launches after it that read them.
+    GPU's L2 cache, in workgroups of its own beside the kernel's, for the launches after it that read them:
+    every 16-byte word, or with `prefetch_strides[i]` one every that many bytes (to cache its pages' address
+    translations rather than its data).
   }];
   let arguments = (ins Variadic<AnyType>:$operands, StrAttr:$kernel, AffineMapAttr:$grid,
                        DenseI64ArrayAttr:$workgroup, OptionalAttr<DenseI64ArrayAttr>:$arena_offsets,
@@ -224,7 +226,8 @@ def Gerbil_DispatchOp : Gerbil_Op<"dispatch",
                        OptionalAttr<DenseI64ArrayAttr>:$decode_workgroup,
                        OptionalAttr<DenseI64ArrayAttr>:$internal_offsets,
                        OptionalAttr<SymbolRefArrayAttr>:$prefetch_weights,
-                       OptionalAttr<DenseI64ArrayAttr>:$prefetch_bytes);
+                       OptionalAttr<DenseI64ArrayAttr>:$prefetch_bytes,
+                       OptionalAttr<DenseI64ArrayAttr>:$prefetch_strides);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -24,6 +24,7 @@ struct PipelineOptions {
   bool fuseLogitsArgmax = false;
   // gerbil-prefetch-weights' budget: the target profile's (decodePrefetchBytes) where negative.
   int64_t prefetchBytes = -1;
+  int64_t prefetchPageBytes = -1; // and its page stride (decodePrefetchPageBytes)
 };
 
 // verify -> layout -> [fuse-norm-prologue -> fuse-residual -> group-qkv -> fuse-rope-kv-write ->

@@ -36,6 +36,9 @@ struct TargetProfile {
   // Weight bytes a decode attention launch loads into the L2 for the projections after it
   // (gerbil-prefetch-weights); 0: none.
   int64_t decodePrefetchBytes = 0;
+  // and the stride of the words it reads of the rest of their weights, to cache their pages' address
+  // translations; 0: none.
+  int64_t decodePrefetchPageBytes = 0;
 };
 
 // Prefill matmuls with N >= 2048 outputs (a grouped projection's rows counted together) or rows of K >=
@@ -117,6 +120,9 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
 // What an H200's decode attention (7–13 µs) can load into its 50 MB L2 while it runs: not measured yet in
 // the model (sweep au: the o projection with its weights in the L2, 8.6 against 12.5 µs on Llama-3-8B).
 inline constexpr int64_t kNvidiaDecodePrefetchBytes = 16ll << 20;
+// Not measured in the model yet: sweep av found the 8B's gemvs 5-12% slower with their weights spread over
+// 16 GiB than over 512 MiB (address translation); one word a 64 KiB page is ~6800 reads a layer of the 8B.
+inline constexpr int64_t kNvidiaDecodePrefetchPageBytes = 64ll << 10;
 
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = {
@@ -130,7 +136,8 @@ inline const std::vector<TargetProfile> &targetProfiles() {
        {64, 64, 64, 2, 2, 1},
        {"VK_NV_cooperative_matrix"},
        false,
-       kNvidiaDecodePrefetchBytes},
+       kNvidiaDecodePrefetchBytes,
+       kNvidiaDecodePrefetchPageBytes},
   };
   return profiles;
 }
