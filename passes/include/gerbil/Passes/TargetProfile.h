@@ -117,12 +117,14 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
   return tiling;
 }
 
-// What an H200's decode attention (7–13 µs) can load into its 50 MB L2 while it runs: not measured yet in
-// the model (sweep au: the o projection with its weights in the L2, 8.6 against 12.5 µs on Llama-3-8B).
+// What an H200's decode attention loads for the launches after it (BENCHMARKS.md, 6b3aed5): 16 MiB of
+// the next weights, and one word every 2 MiB of the rest of them up to the next attention. Llama-3-8B's
+// decode 215 -> 218 tok/s with the data alone (the o projection 14.0 -> 10.8 µs, the attention 12.3 ->
+// 13.0), 224.5 with the pages too. The gemvs ran 5-12% slower with their weights spread over 16 GiB than
+// over 512 MiB (sweep av: address translation); one word every 2 MiB gets half of that back for 2.6 µs of
+// attention, every 512 KiB 75% for 15 µs, every 64 KiB all of it for 67 µs. The small models gain ~1%.
 inline constexpr int64_t kNvidiaDecodePrefetchBytes = 16ll << 20;
-// Not measured in the model yet: sweep av found the 8B's gemvs 5-12% slower with their weights spread over
-// 16 GiB than over 512 MiB (address translation); one word a 64 KiB page is ~6800 reads a layer of the 8B.
-inline constexpr int64_t kNvidiaDecodePrefetchPageBytes = 64ll << 10;
+inline constexpr int64_t kNvidiaDecodePrefetchPageBytes = 2ll << 20;
 
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = {
