@@ -96,7 +96,7 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
     // The data: whole matrices while the budget lasts, then a share of it for each matrix of the next.
     llvm::StringMap<int64_t> loaded;
     int64_t left = roundDown(static_cast<int64_t>(bytes));
-    for (ArrayRef<Matrix> matrices : lists) {
+    for (ArrayRef<Matrix> matrices : ArrayRef(lists).take_front(std::max<int64_t>(dataLaunches, 0))) {
       if (left < kPrefetchGranule || names.size() + matrices.size() > kMaxPrefetchedData) break;
       int64_t total = 0;
       for (const Matrix &m : matrices) total += m.bytes;

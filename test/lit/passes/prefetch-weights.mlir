@@ -1,17 +1,18 @@
-// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192}))' | FileCheck %s --check-prefix=ALL
-// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=1040}))' | FileCheck %s --check-prefix=SHARED
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4}))' | FileCheck %s --check-prefix=ALL
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=1040 data-launches=4}))' | FileCheck %s --check-prefix=SHARED
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192}))' | FileCheck %s --check-prefix=NEXT
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=100}))' | FileCheck %s --check-prefix=PART
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights))' | FileCheck %s --check-prefix=NONE
 // RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{page-bytes=100}))' 2>&1 | FileCheck %s --check-prefix=ODD
-// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=1040 page-bytes=64}))' | FileCheck %s --check-prefix=PAGES
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=1040 page-bytes=64 data-launches=4}))' | FileCheck %s --check-prefix=PAGES
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64}))' | FileCheck %s --check-prefix=ONLY-PAGES
 
 // Two layers' attention, o projection and MLP (f32 weights: o 8 × 8 is 256 bytes, gate and up 32 × 8 and
 // down 8 × 32 1024 each). Before: no dispatch prefetches. After: each attention dispatch names the matrices
 // of the dispatches after it, in their order, up to the budget and up to the next attention.
 
-// With room for all of them: o, gate, up and down (3328 bytes), not the next layer's o.
+// With room for all of them and data-launches=4: o, gate, up and down (3328 bytes), not the next layer's o.
 // ALL-LABEL: func.func @forward
 // ALL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 1024, 1024, 1024>, prefetch_strides = array<i64: 16, 16, 16, 16>, prefetch_weights = [@l0.o, @l0.gate, @l0.up, @l0.down]
 // ALL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l1.o]}
@@ -20,6 +21,9 @@
 // 1040 bytes: o (256), then the gate/up group's 2048 do not fit: what is left (784) is shared between gate
 // and up, 384 bytes each (whole 16-byte words), from their first rows; nothing after them.
 // SHARED: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 384, 384>, prefetch_strides = array<i64: 16, 16, 16>, prefetch_weights = [@l0.o, @l0.gate, @l0.up]}
+
+// By default only the next launch's data (o), however large the budget.
+// NEXT: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.o]}
 
 // 100 bytes: the first 96 of o.
 // PART: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 96>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.o]}

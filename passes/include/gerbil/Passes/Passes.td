@@ -118,8 +118,8 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     A decode step's attention reads a few hundred KB of cache on a few dozen workgroups and takes 7–13 µs
     on an H200, while the memory system idles; the o projection after it would take 8.6 µs instead of 12.5
     (Llama-3-8B) with its weights in the L2 (sweep au). Each attention dispatch with a decode variant gets
-    `prefetch_weights` / `prefetch_bytes`: the matrices the dispatches after it read, in their order, up to
-    `bytes` in all and at most 4 (its kernel's prefetch bindings), stopping at the next attention. A
+    `prefetch_weights` / `prefetch_bytes`: the matrices the next `data-launches` dispatches that read
+    matrices read, in their order, up to `bytes` in all and at most 4, stopping at the next attention. A
     dispatch whose matrices do not all fit gets an equal share of what is left for each, from their first
     rows (the first workgroups read them). With `page-bytes`, it also reads one 16-byte word every
     `page-bytes` of each of those matrices that it does not load whole (at most 8 bindings in all): their
@@ -130,7 +130,10 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
   let options = [
     Option<"bytes", "bytes", "int64_t", "0", "Most weight bytes one attention launch prefetches">,
     Option<"pageBytes", "page-bytes", "int64_t", "0",
-           "Stride of the words read to cache address translations (a multiple of 16; 0: none)">
+           "Stride of the words read to cache address translations (a multiple of 16; 0: none)">,
+    Option<"dataLaunches", "data-launches", "int64_t", "1",
+           "How many of the launches after it may have their data prefetched (on an H200 loading the MLP's "
+           "weights too made the small models' attention slower than what it saved)">
   ];
 }
 
