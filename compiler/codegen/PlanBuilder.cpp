@@ -231,9 +231,9 @@ private:
   // matrix (plan::Weight::scaleColumnsBy): its kernel then normalises without the norm weight.
   bool normFolded(Operation *projection) {
     auto linear = dyn_cast<gd::LinearOp>(projection);
-    if (!linear || !linear.getNorm()) return false;
+    if (!linear) return false;
     auto matrix = gd::outsideDispatch(linear.getWeight()).getDefiningOp<gd::WeightRefOp>();
-    auto norm = gd::outsideDispatch(linear.getNorm()).getDefiningOp<gd::WeightRefOp>();
+    gd::WeightRefOp norm = gd::normWeightOf(linear);
     if (!matrix || !norm) return false;
     auto weight = module_.lookupSymbol<gd::WeightOp>(matrix.getNameAttr());
     return weight && weight.getScaleColumnsByAttr() == norm.getNameAttr();

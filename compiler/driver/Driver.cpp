@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace gerbil {
@@ -180,6 +181,10 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
       summary->arenaBytes = plan.arenaBytes;
       summary->kvCacheBytes = plan.kvCache.bytes;
       summary->planBytes = planBytes;
+      // Each weight counts once, whole or as the row a lookup reads: the decode attention's prefetch bindings
+      // name weights that the gemvs after it read (from the L2 then), and a tied embedding is looked up and
+      // read whole by the LM head.
+      std::map<uint32_t, uint64_t> weightRead;
       for (const plan::Dispatch &d : plan.decode) {
         const std::string &kernel = plan.kernels[d.kernel].name;
         bool lookup = kernel.rfind("embedding.", 0) == 0 || kernel.rfind("position_embedding.", 0) == 0;
@@ -187,7 +192,8 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
         for (const plan::Binding &b : d.bindings) {
           if (b.kind == plan::BufferKind::Weight) {
             const plan::Weight &w = plan.weights[b.weight];
-            summary->decodeWeightBytes += lookup ? w.bytes() / static_cast<uint64_t>(w.shape[0]) : w.bytes();
+            uint64_t &read = weightRead[b.weight];
+            read = std::max(read, lookup ? w.bytes() / static_cast<uint64_t>(w.shape[0]) : w.bytes());
           } else if (b.kind == plan::BufferKind::Arena) {
             summary->decodeActivationBytes += b.size / plan.limits.prefillChunk;
           } else if (b.kind == plan::BufferKind::KVCache && attention) {
@@ -195,6 +201,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
           }
         }
       }
+      for (const auto &[weight, bytes] : weightRead) summary->decodeWeightBytes += bytes;
     }
     return kExitOk;
   } catch (const FrontendError &e) {

@@ -20,8 +20,8 @@ namespace {
 // operand with a norm prologue (the norm read outside any dispatch through a weight_ref); else null.
 StringAttr normOfMatrixUse(OpOperand &use) {
   auto linear = dyn_cast<LinearOp>(use.getOwner());
-  if (!linear || use.get() != linear.getWeight() || !linear.getNorm()) return {};
-  auto ref = outsideDispatch(linear.getNorm()).getDefiningOp<WeightRefOp>();
+  if (!linear || use.get() != linear.getWeight()) return {};
+  WeightRefOp ref = normWeightOf(linear);
   return ref ? ref.getNameAttr().getAttr() : StringAttr();
 }
 

@@ -120,6 +120,10 @@ Value mlir::gerbil::outsideDispatch(Value v) {
   return dispatch ? dispatch.getOperand(arg.getArgNumber()) : v;
 }
 
+WeightRefOp mlir::gerbil::normWeightOf(LinearOp linear) {
+  return linear.getNorm() ? outsideDispatch(linear.getNorm()).getDefiningOp<WeightRefOp>() : WeightRefOp();
+}
+
 bool mlir::gerbil::usesCoopMatMul(const TargetProfile &profile, int64_t k) {
   return profile.cooperativeMatrix && k % kCoopMatMulLoad == 0;
 }

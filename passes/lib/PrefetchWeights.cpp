@@ -59,11 +59,12 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
   using GerbilPrefetchWeightsBase::GerbilPrefetchWeightsBase;
 
   void runOnOperation() override {
-    if (bytes < 0 || pageBytes < 0 || pageBytes % kPrefetchGranule != 0) {
+    if (bytes < 0 || dataLaunches < 0 || pageBytes < 0 || pageBytes % kPrefetchGranule != 0) {
       getOperation().emitError()
-          << "gerbil-prefetch-weights: bytes must not be negative and page-bytes must be "
+          << "gerbil-prefetch-weights: bytes and data-launches must not be negative and page-bytes must be "
              "a multiple of 16, got "
-          << static_cast<int64_t>(bytes) << " and " << static_cast<int64_t>(pageBytes);
+          << static_cast<int64_t>(bytes) << ", " << static_cast<int64_t>(dataLaunches) << " and "
+          << static_cast<int64_t>(pageBytes);
       return signalPassFailure();
     }
     if (bytes == 0 && pageBytes == 0) return;
@@ -73,7 +74,8 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
         prefetchAfter(dispatches[i], ArrayRef(dispatches).drop_front(i + 1));
   }
 
-  // The matrices of the dispatches after `host`, up to the next attention, a list for each dispatch.
+  // The matrices of the dispatches `after` an attention, up to the next attention, a list for each dispatch
+  // that reads any.
   static SmallVector<SmallVector<Matrix>> readersAfter(ArrayRef<DispatchOp> after) {
     SmallVector<SmallVector<Matrix>> lists;
     for (DispatchOp next : after) {
@@ -96,7 +98,7 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
     // The data: whole matrices while the budget lasts, then a share of it for each matrix of the next.
     llvm::StringMap<int64_t> loaded;
     int64_t left = roundDown(static_cast<int64_t>(bytes));
-    for (ArrayRef<Matrix> matrices : ArrayRef(lists).take_front(std::max<int64_t>(dataLaunches, 0))) {
+    for (ArrayRef<Matrix> matrices : ArrayRef(lists).take_front(dataLaunches)) {
       if (left < kPrefetchGranule || names.size() + matrices.size() > kMaxPrefetchedData) break;
       int64_t total = 0;
       for (const Matrix &m : matrices) total += m.bytes;

@@ -12,7 +12,6 @@ const uint NO_INDEX = 0xffffffffu;
 
 shared float bestValue_[WORKGROUP];
 shared uint bestIndex_[WORKGROUP];
-shared bool last_;
 
 bool better(float value, uint index, float than, uint thanIndex) {
   return value > than || (value == than && index < thanIndex);
@@ -70,23 +69,11 @@ bool workgroupBest(inout float value, inout uint index) {
   return true;
 }
 
-// Publishes (value, index) as candidate `slot` (values at `values`, indices at `indices`) and counts it in
-// counter `counter` of `expected`; whether this workgroup was the last (which returns the counter to 0).
-bool handOver(float value, uint index, uint slot, uint values, uint indices, uint counter, uint expected) {
-  uint last = 0u;
-  if (gl_SubgroupInvocationID == 0u) {
-    partial_[values + slot] = value;
-    partial_[indices + slot] = float(index);  // exact below 2^24, far above any vocabulary
-    memoryBarrierBuffer();
-    if (atomicAdd(counters[counter], 1) == int(expected) - 1) {
-      last = 1u;
-      atomicExchange(counters[counter], 0);  // ready for the next step
-    }
-  }
-  if (subgroupMax(last) == 0u) return false;
-  memoryBarrierBuffer();
-  return true;
-}
+// The invocation that hands the candidates over and writes the token: subgroup 0's first.
+bool leads() { return gl_SubgroupInvocationID == 0u; }
+
+// The leader's `last`, in every invocation that goes on (subgroup 0's).
+bool fromLeader(bool last) { return subgroupMax(last ? 1u : 0u) != 0u; }
 
 #else
 // Without subgroup operations the whole workgroup reduces through shared memory.
@@ -99,21 +86,32 @@ bool workgroupBest(inout float value, inout uint index) {
   return gl_LocalInvocationIndex == 0u || GROUPS > 1u;  // more groups: all invocations reduce the scratch
 }
 
-bool handOver(float value, uint index, uint slot, uint values, uint indices, uint counter, uint expected) {
-  if (gl_LocalInvocationIndex == 0u) {
-    partial_[values + slot] = value;
-    partial_[indices + slot] = float(index);  // exact below 2^24, far above any vocabulary
-    memoryBarrierBuffer();
-    last_ = atomicAdd(counters[counter], 1) == int(expected) - 1;
-  }
+bool leads() { return gl_LocalInvocationIndex == 0u; }
+
+shared bool last_;
+bool fromLeader(bool last) {
+  if (leads()) last_ = last;
   barrier();
-  if (!last_) return false;
-  memoryBarrierBuffer();
-  if (gl_LocalInvocationIndex == 0u) atomicExchange(counters[counter], 0);  // ready for the next step
-  return true;
+  return last_;
 }
 
 #endif
+
+// Publishes (value, index) as candidate `slot` (values at `values`, indices at `indices`) and counts it in
+// counter `counter` of `expected`; whether this workgroup was the last (which returns the counter to 0).
+bool handOver(float value, uint index, uint slot, uint values, uint indices, uint counter, uint expected) {
+  bool last = false;
+  if (leads()) {
+    partial_[values + slot] = value;
+    partial_[indices + slot] = float(index);  // exact below 2^24, far above any vocabulary
+    memoryBarrierBuffer();
+    last = atomicAdd(counters[counter], 1) == int(expected) - 1;
+    if (last) atomicExchange(counters[counter], 0);  // ready for the next step
+  }
+  if (!fromLeader(last)) return false;
+  memoryBarrierBuffer();
+  return true;
+}
 
 // The best of candidates [first, first + count) of the scratch, in every invocation that goes on (subgroup
 // 0's, or the workgroup's).
@@ -157,9 +155,5 @@ void chooseToken(float value, uint index, uint advance) {
       bestCandidate(0u, SEGMENTS, 2u * GROUPS, 2u * GROUPS + SEGMENTS, value, index);
     }
   }
-#if SUBGROUP_OPS
-  if (gl_SubgroupInvocationID == 0u) writeToken(index, advance);
-#else
-  if (gl_LocalInvocationIndex == 0u) writeToken(index, advance);
-#endif
+  if (leads()) writeToken(index, advance);
 }

@@ -5,6 +5,7 @@
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights))' | FileCheck %s --check-prefix=NONE
 // RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{page-bytes=100}))' 2>&1 | FileCheck %s --check-prefix=ODD
+// RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{data-launches=-2}))' 2>&1 | FileCheck %s --check-prefix=NO-LAUNCHES
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=1040 page-bytes=64 data-launches=4}))' | FileCheck %s --check-prefix=PAGES
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64}))' | FileCheck %s --check-prefix=ONLY-PAGES
 
@@ -35,8 +36,9 @@
 // PAGES: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 384, 384, 1024, 1024, 1024>, prefetch_strides = array<i64: 16, 16, 16, 64, 64, 64>, prefetch_weights = [@l0.o, @l0.gate, @l0.up, @l0.gate, @l0.up, @l0.down]}
 // ONLY-PAGES: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 1024, 1024, 1024>, prefetch_strides = array<i64: 64, 64, 64, 64>, prefetch_weights = [@l0.o, @l0.gate, @l0.up, @l0.down]}
 
-// NEGATIVE: bytes must not be negative and page-bytes must be a multiple of 16, got -1 and 0
-// ODD: bytes must not be negative and page-bytes must be a multiple of 16, got 0 and 100
+// NEGATIVE: bytes and data-launches must not be negative and page-bytes must be a multiple of 16, got -1, 1 and 0
+// ODD: bytes and data-launches must not be negative and page-bytes must be a multiple of 16, got 0, 1 and 100
+// NO-LAUNCHES: bytes and data-launches must not be negative and page-bytes must be a multiple of 16, got 0, -2 and 0
 
 module {
   gerbil.weight @l0.o : tensor<8x8xf32> {keys = ["l0.o"]}

@@ -56,6 +56,9 @@ bool usesCoopMatMul(const TargetProfile &profile, int64_t k);
 // A value of a dispatch body as its dispatch sees it: a block argument of the body is the dispatch's operand;
 // any other value is itself.
 Value outsideDispatch(Value v);
+// The weight_ref a linear's RMSNorm prologue reads its weight from (outside any dispatch); null where the
+// linear has no norm or the weight is not a weight_ref.
+WeightRefOp normWeightOf(LinearOp linear);
 
 // std::nullopt for ops that are not computations (weight_ref, func.return). `profile` chooses among the
 // kernel families of a target (the tensor-core matmul of `nvidia`).

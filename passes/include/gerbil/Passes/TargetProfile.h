@@ -117,12 +117,14 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
   return tiling;
 }
 
-// What an H200's decode attention loads for the launches after it (BENCHMARKS.md, 6b3aed5): 16 MiB of
-// the next weights, and one word every 2 MiB of the rest of them up to the next attention. Llama-3-8B's
-// decode 215 -> 218 tok/s with the data alone (the o projection 14.0 -> 10.8 µs, the attention 12.3 ->
-// 13.0), 224.5 with the pages too. The gemvs ran 5-12% slower with their weights spread over 16 GiB than
-// over 512 MiB (sweep av: address translation); one word every 2 MiB gets half of that back for 2.6 µs of
-// attention, every 512 KiB 75% for 15 µs, every 64 KiB all of it for 67 µs. The small models gain ~1%.
+// What an H200's decode attention loads for the launches after it (BENCHMARKS.md, 3384a01-0ab0874): up to
+// 16 MiB of the next launch's weights, and one word every 2 MiB of the rest up to the next attention.
+// Llama-3-8B's decode 215 -> 218 tok/s with the data alone (the o projection 14.0 -> 10.8 µs, the
+// attention 12.3 -> 13.0), 224.5 with the pages too. The gemvs ran 5-12% slower with their weights spread
+// over 16 GiB than over 512 MiB (sweep av: address translation); one word every 2 MiB gets half of that back
+// for 2.6 µs of attention, every 512 KiB 75% for 15 µs, every 64 KiB all of it for 67 µs. Loading 16 MiB over
+// the MLP too made the small models' attention (7 µs) 3.4 µs longer, more than it saved (so the data is the
+// next launch's only, gerbil-prefetch-weights' data-launches; not measured since).
 inline constexpr int64_t kNvidiaDecodePrefetchBytes = 16ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchPageBytes = 2ll << 20;
 
