@@ -146,7 +146,13 @@ void addPrefetch(DecodeAttentionKernel &d, const std::vector<PrefetchRange> &pre
   k.defines.emplace_back("PREFETCH_STEPS", uintValue(steps));
   k.defines.emplace_back("PREFETCH_SINK(value)", "store_result(0u, value)");
   k.libraries.push_back("prefetch.glsl");
-  d.grid[1] = static_cast<uint32_t>(splits + (workers + columns - 1) / columns);
+  const int64_t rows = splits + (workers + columns - 1) / columns;
+  // Every Vulkan device dispatches at least 65535 workgroups along y; gerbilc bounds its prefetch options
+  // so that no model's prefetch needs more.
+  if (rows > 65535)
+    throw CodegenError("decode attention: prefetching needs " + std::to_string(rows) +
+                       " rows of workgroups, more than the 65535 every device allows");
+  d.grid[1] = static_cast<uint32_t>(rows);
 }
 
 } // namespace

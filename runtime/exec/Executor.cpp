@@ -43,6 +43,14 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
       if (d.grid[i].evaluate(plan.limits.prefillChunk) > device.maxWorkgroupCount[i])
         throw RuntimeError("dispatch '" + d.label + "' needs more workgroups than " + device.name +
                            " allows (maxComputeWorkGroupCount); compile with a smaller --prefill-chunk");
+  // Decode grids are fixed, but a decode attention's grows with the weights it prefetches.
+  for (const plan::Dispatch &d : plan.decode)
+    for (int i = 0; i < 3; ++i)
+      if (uint32_t count = d.grid[i].evaluate(1); count > device.maxWorkgroupCount[i])
+        throw RuntimeError("decode dispatch '" + d.label + "' needs " + std::to_string(count) +
+                           " workgroups along " + "xyz"[i] + ", more than " + device.name +
+                           " allows (maxComputeWorkGroupCount); a decode attention's grid grows with gerbilc "
+                           "--prefetch-bytes and --prefetch-page-bytes");
 }
 
 uint64_t deviceBytesNeeded(const plan::Plan &plan) {

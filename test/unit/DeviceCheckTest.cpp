@@ -55,4 +55,31 @@ TEST(DeviceCheck, PlansWithoutSubgroupsRunAnywhere) {
   EXPECT_EQ(refusal(plan, deviceWith(false, 1)), "");
 }
 
+// Grids past the device's maxComputeWorkGroupCount: prefill ones at the plan's chunk, decode ones (fixed, but
+// a decode attention's grows with the weights it prefetches) as they are.
+TEST(DeviceCheck, RefusesGridsLargerThanTheDeviceDispatches) {
+  gerbil::plan::Plan plan;
+  plan.limits.prefillChunk = 512;
+  gerbil::plan::Dispatch decode;
+  decode.label = "layers.0.attn.attention";
+  decode.grid = {gerbil::plan::GridDim{0, 14, 1}, gerbil::plan::GridDim{0, 70000, 1},
+                 gerbil::plan::GridDim{}};
+  plan.decode.push_back(decode);
+  gerbil::vk::DeviceInfo device = deviceWith(true, 8);
+  for (uint32_t &count : device.maxWorkgroupCount) count = 65535;
+  EXPECT_EQ(refusal(plan, device),
+            "decode dispatch 'layers.0.attn.attention' needs 70000 workgroups along y, more than test device "
+            "allows "
+            "(maxComputeWorkGroupCount); a decode attention's grid grows with gerbilc --prefetch-bytes and "
+            "--prefetch-page-bytes");
+  plan.decode[0].grid[1] = gerbil::plan::GridDim{0, 65535, 1};
+  EXPECT_EQ(refusal(plan, device), "");
+  gerbil::plan::Dispatch prefill;
+  prefill.label = "layers.0.mlp.down_proj";
+  prefill.grid = {gerbil::plan::GridDim{1, 0, 1}, gerbil::plan::GridDim{}, gerbil::plan::GridDim{}};
+  plan.prefill.push_back(prefill);
+  device.maxWorkgroupCount[0] = 256;
+  EXPECT_NE(refusal(plan, device).find("compile with a smaller --prefill-chunk"), std::string::npos);
+}
+
 } // namespace

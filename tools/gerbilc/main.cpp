@@ -40,14 +40,20 @@ int main(int argc, char **argv) {
          "--prefetch-bytes", options.prefetchBytes,
          "Weight bytes each decode attention launch loads into the L2 cache for the projections after "
          "it (default: the target's; 0: none)")
-      ->check(gerbil::cli::number(0, false, 4294967296.0));
+      ->check(gerbil::cli::number(0, false, 1073741824.0));
   app.add_option(
          "--prefetch-page-bytes", options.prefetchPageBytes,
          "With it, one word this many bytes apart of the rest of those weights, to cache their address "
          "translations (a multiple of 16; default: the target's; 0: none)")
-      ->check(gerbil::cli::number(0, false, 1073741824.0))
       ->check(CLI::Validator(
-          [](std::string &text) { return std::stoll(text) % 16 == 0 ? "" : "must be a multiple of 16"; },
+          [](std::string &text) -> std::string {
+            // Pages are at least 4 KiB: finer reads cost page walks for nothing (and grow the grid).
+            long long bytes = 0;
+            if (!CLI::detail::lexical_cast(text, bytes) ||
+                (bytes != 0 && (bytes < 4096 || bytes > (1ll << 30))))
+              return "must be 0 or from 4096 to 1073741824, not " + text;
+            return bytes % 16 == 0 ? "" : "must be a multiple of 16, not " + text;
+          },
           ""));
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");

@@ -346,6 +346,9 @@ TEST(AttentionKernelSpec, PrefetchAddsBindingsAndRowsOfWorkers) {
   EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{24}}), codegen::CodegenError);
   EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{0}}), codegen::CodegenError);
   EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{32, 8}}), codegen::CodegenError);
+  // More rows of workers than the 65535 every device dispatches along y.
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{workerBytes * 14 * 65535}}),
+               codegen::CodegenError);
 }
 
 TEST(AttentionKernelSpec, KeySplitsAreBounded) {
