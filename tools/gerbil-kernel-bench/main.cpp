@@ -231,7 +231,7 @@ int main(int argc, char **argv) {
   app.add_flag("--statistics", options.statistics,
                "Add the driver's statistics of the compiled kernel (registers, spills...) where it has "
                "VK_KHR_pipeline_executable_properties");
-  app.add_flag(
+  CLI::Option *inL2 = app.add_flag(
       "--weights-in-l2", options.weightsInL2,
       "matmul, gemv, attention: one copy of the weights and caches (read from the L2 after the first "
       "launch) instead of copies rotated past it");
@@ -243,10 +243,12 @@ int main(int argc, char **argv) {
          },
          "matmul, gemv, attention: the least MiB the rotated copies of the weights and caches span (default "
          "512)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(CLI::Range(1, 1 << 20))
+      ->excludes(inL2);
   app.add_flag("--one-buffer", options.oneBuffer,
                "matmul, gemv, attention: a rotated binding's copies in one buffer (one allocation, 2 MiB "
-               "apart) instead of a buffer each");
+               "apart) instead of a buffer each")
+      ->excludes(inL2);
   app.add_flag(
       "--no-subgroup-ops", [&](int64_t) { options.subgroupOps = false; },
       "gemv, attention-decode: reductions through shared memory only (gerbilc --no-subgroup-ops)");
@@ -310,6 +312,11 @@ int main(int argc, char **argv) {
   attention
       ->add_option("--warps", warps, "Warps of 32 a workgroup: 1, 2, 4, 8 or 16 (default: the catalog's)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16}));
+  std::vector<std::string> prefetch;
+  attention->add_option(
+      "--prefetch", prefetch,
+      "BYTES[@STRIDE]: also read BYTES of a weight (every STRIDE bytes; default 16, every word) "
+      "in workgroups of their own, as gerbil-prefetch-weights has it (repeatable, up to 8)");
 
   int64_t firstPosition = 0;
   CLI::App *prefillAttention = app.add_subcommand(
@@ -524,8 +531,23 @@ int main(int argc, char **argv) {
       if (queryHeads > 0 && (heads / kvHeads) % queryHeads != 0)
         throw std::runtime_error("--query-heads must divide heads / kv-heads (" +
                                  std::to_string(heads / kvHeads) + ")");
+      std::vector<codegen::PrefetchRange> ranges;
+      for (const std::string &text : prefetch) {
+        size_t at = text.find('@'), used = 0, usedStride = 0;
+        codegen::PrefetchRange range;
+        try {
+          range.bytes = std::stoll(text.substr(0, at), &used);
+          if (at != std::string::npos) range.stride = std::stoll(text.substr(at + 1), &usedStride);
+        } catch (const std::exception &) {
+          used = 0;
+        }
+        if (used != std::min(at, text.size()) ||
+            (at != std::string::npos && usedStride != text.size() - at - 1))
+          throw std::runtime_error("--prefetch '" + text + "': not BYTES or BYTES@STRIDE");
+        ranges.push_back(range);
+      }
       codegen::DecodeAttentionKernel kernel =
-          codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps);
+          codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps, ranges);
       if (kernel.source.sharedMemoryBytes > bench.info().maxSharedMemoryBytes)
         throw std::runtime_error("the kernel's " + std::to_string(kernel.source.sharedMemoryBytes) +
                                  " bytes of shared memory exceed the device's " +
@@ -537,6 +559,11 @@ int main(int argc, char **argv) {
                                        {std::vector<uint8_t>(heads * headDim * 4)},
                                        {std::vector<uint8_t>(kernel.scratchPartialBytes)},
                                        {std::vector<uint8_t>(kernel.scratchCounterBytes), false, true}};
+      for (size_t i = 0; i < ranges.size(); ++i) // weights not yet in the L2, as in a model
+        data.push_back(
+            {randomBytes(ranges[i].bytes / 2, plan::DType::F16, 4 + static_cast<uint32_t>(i)), true});
+      nlohmann::json prefetched = nlohmann::json::array();
+      for (const codegen::PrefetchRange &r : ranges) prefetched.push_back({r.bytes, r.stride});
       bench.setPosition(static_cast<uint32_t>(position));
       double ms = bench.time(kernel.source, data, kernel.grid, 1);
       double bytes = 2.0 * kvHeads * (position + 1) * headDim * 4;
@@ -547,6 +574,7 @@ int main(int argc, char **argv) {
                   {"position", position},
                   {"workgroup_size", kernel.source.workgroup[0]},
                   {"workgroups", kernel.grid[0] * kernel.grid[1]},
+                  {"prefetch", prefetched},
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     }
