@@ -6,6 +6,22 @@
 
 namespace gerbil::exec {
 
+namespace {
+
+// Every dispatch of `schedule` at `tokens` within the device's maxComputeWorkGroupCount; `what` names such a
+// dispatch and `wayOut` says how to compile a plan that fits.
+void checkGrids(const std::vector<plan::Dispatch> &schedule, uint32_t tokens, const vk::DeviceInfo &device,
+                const std::string &what, const std::string &wayOut) {
+  for (const plan::Dispatch &d : schedule)
+    for (int i = 0; i < 3; ++i)
+      if (uint32_t count = d.grid[i].evaluate(tokens); count > device.maxWorkgroupCount[i])
+        throw RuntimeError(what + " '" + d.label + "' needs " + std::to_string(count) + " workgroups along " +
+                           "xyz"[i] + ", more than " + device.name + " allows (maxComputeWorkGroupCount); " +
+                           wayOut);
+}
+
+} // namespace
+
 void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
   const plan::Requirements &r = plan.requires_;
   if (r.maxStorageBufferRange > device.maxStorageBufferRange)
@@ -38,19 +54,12 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
     throw RuntimeError("the plan's kernels need subgroups of at least " + std::to_string(r.minSubgroupSize) +
                        " invocations; " + device.name + " may use " + std::to_string(device.minSubgroupSize) +
                        "; compile with gerbilc --no-subgroup-ops");
-  for (const plan::Dispatch &d : plan.prefill)
-    for (int i = 0; i < 3; ++i)
-      if (d.grid[i].evaluate(plan.limits.prefillChunk) > device.maxWorkgroupCount[i])
-        throw RuntimeError("dispatch '" + d.label + "' needs more workgroups than " + device.name +
-                           " allows (maxComputeWorkGroupCount); compile with a smaller --prefill-chunk");
-  // Decode grids are fixed, but a decode attention's grows with the weights it prefetches.
-  for (const plan::Dispatch &d : plan.decode)
-    for (int i = 0; i < 3; ++i)
-      if (uint32_t count = d.grid[i].evaluate(1); count > device.maxWorkgroupCount[i])
-        throw RuntimeError("decode dispatch '" + d.label + "' needs " + std::to_string(count) +
-                           " workgroups along " + "xyz"[i] + ", more than " + device.name +
-                           " allows (maxComputeWorkGroupCount); a decode attention's grid grows with gerbilc "
-                           "--prefetch-bytes and --prefetch-page-bytes");
+  // Prefill grids at the plan's chunk; decode grids are fixed, but a decode attention's grows with the
+  // weights it prefetches.
+  checkGrids(plan.prefill, plan.limits.prefillChunk, device, "dispatch",
+             "compile with a smaller --prefill-chunk");
+  checkGrids(plan.decode, 1, device, "decode dispatch",
+             "a decode attention's grid grows with gerbilc --prefetch-bytes and --prefetch-page-bytes");
 }
 
 uint64_t deviceBytesNeeded(const plan::Plan &plan) {

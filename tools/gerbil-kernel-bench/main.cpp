@@ -235,14 +235,10 @@ int main(int argc, char **argv) {
       "--weights-in-l2", options.weightsInL2,
       "matmul, gemv, attention: one copy of the weights and caches (read from the L2 after the first "
       "launch) instead of copies rotated past it");
-  app.add_option(
-         "--rotate-mib",
-         [&](const std::vector<std::string> &value) {
-           options.rotateBytes = std::stoull(value.at(0)) << 20;
-           return true;
-         },
-         "matmul, gemv, attention: the least MiB the rotated copies of the weights and caches span (default "
-         "512)")
+  uint64_t rotateMib = options.rotateBytes >> 20;
+  app.add_option("--rotate-mib", rotateMib,
+                 "matmul, gemv, attention: the least MiB the rotated copies of the weights and caches span "
+                 "(default 512)")
       ->check(CLI::Range(1, 1 << 20))
       ->excludes(inL2);
   app.add_flag("--one-buffer", options.oneBuffer,
@@ -369,6 +365,7 @@ int main(int argc, char **argv) {
   mlpCommand->add_option("--copies", mlp.copies,
                          "Weight sets the phases rotate over (default: up to 256 MiB of them; 1: in L2)");
   CLI11_PARSE(app, argc, argv);
+  options.rotateBytes = rotateMib << 20;
   options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;
 
   try {
