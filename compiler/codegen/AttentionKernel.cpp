@@ -157,8 +157,15 @@ void addPrefetch(DecodeAttentionKernel &d, const std::vector<PrefetchRange> &pre
 
 } // namespace
 
+int64_t decodeScoreLanes(const AttentionSpec &spec, bool subgroupOps) {
+  const int64_t vecs = spec.headDim / 4;
+  const bool wholeRow = spec.headDim % 4 == 0 && vecs <= 32; // the kernel's K_BATCH == DIM_VECS
+  return subgroupOps && wholeRow && vecs % kMinSubgroupSize == 0 ? kMinSubgroupSize : 1;
+}
+
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps, int64_t queryHeads,
-                                            int64_t warps, const std::vector<PrefetchRange> &prefetch) {
+                                            int64_t warps, const std::vector<PrefetchRange> &prefetch,
+                                            int64_t scoreLanes) {
   namespace gd = mlir::gerbil;
   gd::DecodeAttentionShape shape =
       gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim, spec.sequence, queryHeads, warps);
@@ -177,6 +184,17 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
   define("SPLITS", uintValue(shape.splits));
   define("MIN_CHUNK", uintValue(shape.minChunk));
   define("D_VEC4", vec4 ? "1" : "0");
+  if (scoreLanes == 0) scoreLanes = decodeScoreLanes(spec, subgroupOps);
+  const int64_t vecs = (spec.headDim + 3) / 4;
+  if (scoreLanes != 1 && (!subgroupOps || !vec4 || vecs > 32 || scoreLanes > 32 ||
+                          (scoreLanes & (scoreLanes - 1)) != 0 || vecs % scoreLanes != 0))
+    throw CodegenError("decode attention: " + std::to_string(scoreLanes) +
+                       " lanes a key's scores for head_dim " + std::to_string(spec.headDim) +
+                       " (a power of 2 that divides head_dim / 4, at most 32, with subgroup operations)");
+  if (scoreLanes > 1) {
+    define("SCORE_LANES", std::to_string(scoreLanes)); // in #if: no "u"
+    k.extensions.push_back("GL_KHR_shader_subgroup_shuffle");
+  }
   k.bindings = {{"q", Access::Read, plan::DType::F32},
                 {"k_cache", Access::Read, plan::DType::F32, vec4},
                 {"v_cache", Access::Read, plan::DType::F32, vec4},

@@ -56,8 +56,14 @@ struct DecodeAttentionKernel {
   uint64_t scratchCounterBytes = 0, scratchPartialBytes = 0;
 };
 // queryHeads and warps, where not 0, replace the catalog's choice (mlir::gerbil::decodeAttentionShape).
+// scoreLanes, where not 0, replaces decodeScoreLanes's.
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps,
                                             int64_t queryHeads = 0, int64_t warps = 0,
-                                            const std::vector<PrefetchRange> &prefetch = {});
+                                            const std::vector<PrefetchRange> &prefetch = {},
+                                            int64_t scoreLanes = 0);
+// The lanes that share a cached key's scores in the decode attention (attention_decode.glsl's SCORE_LANES):
+// 4 with subgroup operations (every plan's subgroups have at least 4 invocations) where the key's vec4s,
+// all loaded at once, split evenly; else 1.
+int64_t decodeScoreLanes(const AttentionSpec &spec, bool subgroupOps);
 
 } // namespace gerbil::codegen

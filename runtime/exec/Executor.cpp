@@ -48,8 +48,8 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
                        " bytes of shared memory; " + device.name + " has " +
                        std::to_string(device.maxSharedMemoryBytes));
   if (r.subgroupArithmetic && !device.subgroupArithmetic)
-    throw RuntimeError("the plan's kernels use subgroup arithmetic in compute shaders, which " + device.name +
-                       " lacks; compile with gerbilc --no-subgroup-ops");
+    throw RuntimeError("the plan's kernels use subgroup arithmetic and shuffles in compute shaders, which " +
+                       device.name + " lacks; compile with gerbilc --no-subgroup-ops");
   if (r.subgroupArithmetic && device.minSubgroupSize < r.minSubgroupSize)
     throw RuntimeError("the plan's kernels need subgroups of at least " + std::to_string(r.minSubgroupSize) +
                        " invocations; " + device.name + " may use " + std::to_string(device.minSubgroupSize) +

@@ -133,7 +133,8 @@ struct Requirements {
   bool vulkanMemoryModel = false;            // SPIR-V with the Vulkan memory model (cooperative matrices)
   uint32_t subgroupSize = 0;                 // the kernels assume exactly this subgroup size; 0: any
   std::vector<std::string> deviceExtensions; // Vulkan device extensions the kernels use (enabled at startup)
-  // Kernels reduce with subgroupAdd/subgroupMax in compute shaders (GL_KHR_shader_subgroup_arithmetic), and
+  // Kernels reduce with subgroupAdd/subgroupMax in compute shaders (GL_KHR_shader_subgroup_arithmetic) and
+  // exchange with subgroupShuffleXor (GL_KHR_shader_subgroup_shuffle, within minSubgroupSize lanes), and
   // size their shared arrays of per-subgroup partial results for subgroups of at least minSubgroupSize.
   bool subgroupArithmetic = false;
   uint32_t minSubgroupSize = 0;

@@ -362,7 +362,8 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
     info.maxSubgroupSize = std::max(subgroup.subgroupSize, properties13.maxSubgroupSize);
   }
   info.subgroupArithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   if (!isVulkan12) return info;
   info.driver = driver.driverName;
 

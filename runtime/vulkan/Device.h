@@ -42,7 +42,8 @@ struct DeviceInfo {
   uint32_t subgroupSize = 0;
   // The smallest subgroup a compute pipeline may get (Vulkan 1.3 subgroup size control; else subgroupSize).
   uint32_t minSubgroupSize = 0;
-  // Compute shaders may use the subgroup arithmetic operations (subgroupAdd, subgroupMax, ...).
+  // Compute shaders may use the subgroup arithmetic operations (subgroupAdd, subgroupMax, ...) and shuffles
+  // (subgroupShuffleXor: the decode attention's scores); gerbil's kernels use both or neither.
   bool subgroupArithmetic = false;
   bool shaderFloat16 = false;
   bool storageBuffer16BitAccess = false;

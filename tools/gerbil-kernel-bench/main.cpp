@@ -46,8 +46,10 @@ struct Options {
   // The least bytes the rotated copies span (a model's weights span gigabytes: what a launch pays beyond
   // the L2 for addresses far apart, e.g. in address translation).
   uint64_t rotateBytes = 512ull << 20;
-  // A rotated binding's copies in one buffer (one allocation) at 2 MiB steps, instead of a buffer each.
+  // A rotated binding's copies packed into buffers (one allocation each) of up to packBytes at 2 MiB
+  // steps, instead of a buffer each; oneBuffer: all of them in one.
   bool oneBuffer = false;
+  uint64_t packBytes = 0;
   bool subgroupOps = true; // gemv and decode attention: reductions with subgroup operations
   // sync only, for its SYNC_BDA variant: the other kernels' buffers stay as plans allocate them.
   bool bufferDeviceAddress = false;
@@ -127,18 +129,23 @@ public:
                         ? 1
                         : std::clamp<size_t>((minimum + rotatedBytes - 1) / rotatedBytes, 1, 4096);
 
-    // Each binding's buffers: `copies` of a rotated one, one of any other; with oneBuffer, a rotated
-    // binding's copies lie in one buffer, `stride` apart.
+    // Each binding's buffers: `copies` of a rotated one, one of any other; packed (oneBuffer or
+    // packBytes), a rotated binding's copies lie `perBuffer` to a buffer, `stride` apart.
     std::vector<std::vector<vk::Buffer>> buffers(data.size());
     std::vector<uint64_t> stride(data.size(), 0);
+    std::vector<size_t> perBuffer(data.size(), 1);
     for (size_t i = 0; i < data.size(); ++i) {
-      if (options_.oneBuffer && data[i].rotated && copies > 1) {
+      if ((options_.oneBuffer || options_.packBytes) && data[i].rotated && copies > 1) {
         const uint64_t align = 2ull << 20;
         stride[i] = (std::max<uint64_t>(data[i].bytes.size(), 16) + align - 1) / align * align;
-        vk::Buffer b = ctx_->createBuffer(stride[i] * copies, source.bindings[i].name);
-        for (size_t c = 0; c < copies; ++c)
-          ctx_->upload(b, c * stride[i], data[i].bytes.data(), data[i].bytes.size());
-        buffers[i].push_back(std::move(b));
+        perBuffer[i] = options_.oneBuffer ? copies : std::max<size_t>(1, options_.packBytes / stride[i]);
+        for (size_t first = 0; first < copies; first += perBuffer[i]) {
+          const size_t count = std::min(perBuffer[i], copies - first);
+          vk::Buffer b = ctx_->createBuffer(stride[i] * count, source.bindings[i].name);
+          for (size_t c = 0; c < count; ++c)
+            ctx_->upload(b, c * stride[i], data[i].bytes.data(), data[i].bytes.size());
+          buffers[i].push_back(std::move(b));
+        }
         continue;
       }
       for (size_t c = 0; c < (data[i].rotated ? copies : 1); ++c) {
@@ -163,11 +170,14 @@ public:
     for (size_t c = 0; c < copies; ++c) {
       std::vector<vk::BufferRange> ranges;
       for (size_t i = 0; i < buffers.size(); ++i) {
+        if (stride[i]) {
+          const vk::Buffer &b = buffers[i][c / perBuffer[i]];
+          ranges.push_back(
+              {b.handle(), c % perBuffer[i] * stride[i], std::max<uint64_t>(data[i].bytes.size(), 16)});
+          continue;
+        }
         const vk::Buffer &b = buffers[i][c % buffers[i].size()];
-        if (stride[i])
-          ranges.push_back({b.handle(), c * stride[i], std::max<uint64_t>(data[i].bytes.size(), 16)});
-        else
-          ranges.push_back({b.handle(), 0, b.size()});
+        ranges.push_back({b.handle(), 0, b.size()});
       }
       ranges.push_back({stateBuffer.handle(), 0, stateBuffer.size()});
       sets.push_back(ctx_->createDescriptorSet(pipeline, ranges));
@@ -241,10 +251,18 @@ int main(int argc, char **argv) {
                  "(default 512)")
       ->check(CLI::Range(1, 1 << 20))
       ->excludes(inL2);
-  app.add_flag("--one-buffer", options.oneBuffer,
-               "matmul, gemv, attention: a rotated binding's copies in one buffer (one allocation, 2 MiB "
-               "apart) instead of a buffer each")
-      ->excludes(inL2);
+  CLI::Option *oneBuffer =
+      app.add_flag("--one-buffer", options.oneBuffer,
+                   "matmul, gemv, attention: a rotated binding's copies in one buffer (one allocation, 2 MiB "
+                   "apart) instead of a buffer each")
+          ->excludes(inL2);
+  uint64_t packMib = 0;
+  app.add_option("--pack-mib", packMib,
+                 "matmul, gemv, attention: a rotated binding's copies packed into buffers (one allocation "
+                 "each) of up to N MiB, 2 MiB apart, instead of a buffer each")
+      ->check(CLI::Range(1, 1 << 20))
+      ->excludes(inL2)
+      ->excludes(oneBuffer);
   app.add_flag(
       "--no-subgroup-ops", [&](int64_t) { options.subgroupOps = false; },
       "gemv, attention-decode: reductions through shared memory only (gerbilc --no-subgroup-ops)");
@@ -308,6 +326,11 @@ int main(int argc, char **argv) {
   attention
       ->add_option("--warps", warps, "Warps of 32 a workgroup: 1, 2, 4, 8 or 16 (default: the catalog's)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16}));
+  int64_t scoreLanes = 0;
+  attention
+      ->add_option("--score-lanes", scoreLanes,
+                   "Lanes that share a key's scores: 1, 2, 4, 8, 16 or 32 (default: the codegen's)")
+      ->check(CLI::IsMember({1, 2, 4, 8, 16, 32}));
   std::vector<std::string> prefetch;
   attention->add_option(
       "--prefetch", prefetch,
@@ -366,6 +389,7 @@ int main(int argc, char **argv) {
                          "Weight sets the phases rotate over (default: up to 256 MiB of them; 1: in L2)");
   CLI11_PARSE(app, argc, argv);
   options.rotateBytes = rotateMib << 20;
+  options.packBytes = packMib << 20;
   options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;
 
   try {
@@ -376,7 +400,8 @@ int main(int argc, char **argv) {
                           {"dtype", dtype},
                           {"weights_in_l2", options.weightsInL2},
                           {"rotate_mib", options.rotateBytes >> 20},
-                          {"one_buffer", options.oneBuffer}};
+                          {"one_buffer", options.oneBuffer},
+                          {"pack_mib", options.packBytes >> 20}};
     if (!options.subgroupOps) out["subgroup_ops"] = false;
     if (mlpCommand->parsed()) {
       mlp.repeats = std::min(options.repeats, 200);
@@ -543,8 +568,12 @@ int main(int argc, char **argv) {
           throw std::runtime_error("--prefetch '" + text + "': not BYTES or BYTES@STRIDE");
         ranges.push_back(range);
       }
+      if (scoreLanes > static_cast<int64_t>(bench.info().minSubgroupSize))
+        throw std::runtime_error("--score-lanes " + std::to_string(scoreLanes) +
+                                 ": the device's subgroups may hold " +
+                                 std::to_string(bench.info().minSubgroupSize) + " lanes");
       codegen::DecodeAttentionKernel kernel =
-          codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps, ranges);
+          codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps, ranges, scoreLanes);
       if (kernel.source.sharedMemoryBytes > bench.info().maxSharedMemoryBytes)
         throw std::runtime_error("the kernel's " + std::to_string(kernel.source.sharedMemoryBytes) +
                                  " bytes of shared memory exceed the device's " +
@@ -564,16 +593,18 @@ int main(int argc, char **argv) {
       bench.setPosition(static_cast<uint32_t>(position));
       double ms = bench.time(kernel.source, data, kernel.grid, 1);
       double bytes = 2.0 * kvHeads * (position + 1) * headDim * 4;
-      out.update({{"kernel", "attention-decode"},
-                  {"heads", heads},
-                  {"kv_heads", kvHeads},
-                  {"head_dim", headDim},
-                  {"position", position},
-                  {"workgroup_size", kernel.source.workgroup[0]},
-                  {"workgroups", kernel.grid[0] * kernel.grid[1]},
-                  {"prefetch", prefetched},
-                  {"ms", ms},
-                  {"gb_per_s", bytes / (ms * 1e6)}});
+      out.update(
+          {{"kernel", "attention-decode"},
+           {"heads", heads},
+           {"kv_heads", kvHeads},
+           {"head_dim", headDim},
+           {"position", position},
+           {"workgroup_size", kernel.source.workgroup[0]},
+           {"workgroups", kernel.grid[0] * kernel.grid[1]},
+           {"score_lanes", scoreLanes ? scoreLanes : codegen::decodeScoreLanes(spec, options.subgroupOps)},
+           {"prefetch", prefetched},
+           {"ms", ms},
+           {"gb_per_s", bytes / (ms * 1e6)}});
     }
     // sync and mlp report their own kernels' statistics.
     if (options.statistics && !syncCommand->parsed() && !mlpCommand->parsed())

@@ -5,8 +5,13 @@
 // position] are cut into `activeSplits` chunks of at least MIN_CHUNK (= WARPS · 32; at most SPLITS), one per
 // workgroup, whose blocks of 32 keys the warps take in turn (warp w: blocks w, w + WARPS, ...). A warp walks
 // its blocks with an online softmax of its own:
-//  - scores: lane j takes key j of the block, its whole row in 16-byte loads issued together, against every
-//    query head (the queries broadcast from shared memory); no reduction per key;
+//  - scores: with SCORE_LANES = 1, lane j takes key j of the block, its whole row in 16-byte loads issued
+//    together, against every query head (the queries broadcast from shared memory); no reduction per key.
+//    But then each load instruction touches 32 rows, and the L1 serves it a row at a time: the 8B's block
+//    took 4.5 us (sweep az). With SCORE_LANES = G > 1 (subgroups of at least G), G lanes share a key, each
+//    reading every G-th vec4 of it, so an instruction reads 32 / G whole pieces of rows; in G passes a lane
+//    sums its vec4s of G keys, and a reduce-scatter over the G lanes (subgroupShuffleXor, G - 1 a head)
+//    leaves each lane the full score of one key: lane l holds key keySlot(l) = (l % G) · 32 / G + l / G;
 //  - one max per head over the block (subgroupMax where subgroups are the warps); the sums of the
 //    exponentials stay per lane until the end (the rescaling is the same for all of them);
 //  - values: the lanes split as KEY_GROUPS groups of ROW_LANES; lane i of group g adds keys g, g +
@@ -36,6 +41,14 @@ const uint VECS_PER_LANE = (DIM_VECS + ROW_LANES - 1u) / ROW_LANES;
 const uint KEYS_PER_GROUP = LANES / KEY_GROUPS;
 // Key loads in flight per invocation (a whole row up to head_dim 128).
 const uint K_BATCH = DIM_VECS < 32u ? DIM_VECS : 32u;
+#ifndef SCORE_LANES
+#define SCORE_LANES 1
+#endif
+// Lanes that share a key's scores (codegen: only where K_BATCH == DIM_VECS, a multiple of them), the keys
+// of a pass, and each lane's vec4s of a key.
+const uint SG = uint(SCORE_LANES);
+const uint PASS_KEYS = LANES / SG;
+const uint SG_VECS = DIM_VECS / SG;
 // Where a key batch and a block's values fit in registers together (head dims up to 64), the values are
 // loaded with the keys and the next block's keys while this block's softmax and values are worked out.
 const bool V_WITH_K = K_BATCH + KEYS_PER_GROUP * VECS_PER_LANE <= 40u && K_BATCH == DIM_VECS;
@@ -100,6 +113,39 @@ void loadKeys(out vec4 k[K_BATCH], uint rows, uint key, uint v0, bool live) {
   [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
     k[v] = live && v0 + v < DIM_VECS ? cachedVec(rows + key, v0 + v, false) : vec4(0.0);
 }
+
+#if SCORE_LANES > 1
+// The lane's key of the block (see the top) and its SG_VECS vec4s of keys block + p · PASS_KEYS + lane / SG
+// for each pass p, zeros past `end`: the lanes of a group read SG consecutive vec4s of one row.
+uint keySlot(uint lane) { return (lane % SG) * PASS_KEYS + lane / SG; }
+void loadKeyParts(out vec4 k[SG][SG_VECS], uint rows, uint block, uint end, uint lane) {
+  [[unroll]] for (uint p = 0; p < SG; ++p) {
+    uint key = block + p * PASS_KEYS + lane / SG;
+    [[unroll]] for (uint u = 0; u < SG_VECS; ++u)
+      k[p][u] = key < end ? cachedVec(rows + key, u * SG + lane % SG, false) : vec4(0.0);
+  }
+}
+// Each head's score of key keySlot(lane): the lane's partial dot products of its SG keys, reduced over its
+// group and scattered so that the lane keeps one key's (pass r's sums end in lane r of the group).
+void keyScores(out float score[QH], vec4 k[SG][SG_VECS], uint lane) {
+  uint r = lane % SG;
+  [[unroll]] for (uint h = 0; h < QH; ++h) {
+    float parts[SG];
+    [[unroll]] for (uint p = 0; p < SG; ++p) {
+      parts[p] = 0.0;
+      [[unroll]] for (uint u = 0; u < SG_VECS; ++u) parts[p] += dot(queries_[h][u * SG + r], k[p][u]);
+    }
+    [[unroll]] for (uint step = SG / 2u; step > 0u; step >>= 1) {
+      bool upper = (r & step) != 0u;  // keeps the upper half of the passes left
+      [[unroll]] for (uint i = 0; i < step; ++i) {
+        float kept = upper ? parts[i + step] : parts[i], sent = upper ? parts[i] : parts[i + step];
+        parts[i] = kept + subgroupShuffleXor(sent, step);
+      }
+    }
+    score[h] = parts[0];
+  }
+}
+#endif
 
 // This lane's vec4s of the values of the block's first `count` keys from `block`.
 void loadValues(out vec4 values[VECS_PER_LANE][KEYS_PER_GROUP], uint rows, uint block, uint count, uint lane) {
@@ -225,8 +271,15 @@ void main() {
   uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
   uint rows = kvHead * SEQ;
   uint block = begin + warp * LANES;  // this warp's block in the current round
+#if SCORE_LANES > 1
+  const uint slot = keySlot(lane);
+  vec4 k[SG][SG_VECS];
+  loadKeyParts(k, rows, block, end, lane);  // in flight with the queries' loads
+#else
+  const uint slot = lane;
   vec4 k[K_BATCH];
   loadKeys(k, rows, block + lane, 0u, block + lane < end);  // in flight with the queries' loads
+#endif
 
   [[unroll]] for (uint j = 0; j < (QH * DIM_VECS + WORKGROUP - 1u) / WORKGROUP; ++j) {
     uint i = tid + j * WORKGROUP;
@@ -249,12 +302,17 @@ void main() {
 
   // Every warp runs every round (the barriers are the workgroup's); blocks past the end have no live key.
   for (uint round = 0; round < rounds; ++round, block += WARPS * LANES) {
-    uint key = block + lane;
+    uint key = block + slot;
     bool live = key < end;
     uint count = block < end ? min(LANES, end - block) : 0u;
     vec4 values[VECS_PER_LANE][KEYS_PER_GROUP];
     if (V_WITH_K) loadValues(values, rows, block, count, lane);
     float score[QH];
+#if SCORE_LANES > 1
+    if (round > 0u && !V_WITH_K) loadKeyParts(k, rows, block, end, lane);
+    keyScores(score, k, lane);
+    if (V_WITH_K) loadKeyParts(k, rows, block + WARPS * LANES, end, lane);
+#else
     [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = 0.0;
     for (uint v0 = 0; v0 < DIM_VECS; v0 += K_BATCH) {
       if (v0 > 0u || round > 0u && !V_WITH_K) loadKeys(k, rows, key, v0, live);
@@ -262,8 +320,9 @@ void main() {
         if (v0 + v < DIM_VECS)
           [[unroll]] for (uint h = 0; h < QH; ++h) score[h] += dot(queries_[h][v0 + v], k[v]);
     }
-    [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = live ? score[h] : NO_SCORE;
     if (V_WITH_K) loadKeys(k, rows, key + WARPS * LANES, 0u, key + WARPS * LANES < end);
+#endif
+    [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = live ? score[h] : NO_SCORE;
     DIAG_EXIT(2, score[0])
 
     float blockMax[QH] = score;
@@ -273,7 +332,7 @@ void main() {
       float newMax = max(runningMax[h], blockMax[h]);
       correction[h] = exp(runningMax[h] - newMax);
       float p = live ? exp(score[h] - newMax) : 0.0;
-      laneScratch_[warp][h][lane] = p;
+      laneScratch_[warp][h][slot] = p;
       laneSum[h] = laneSum[h] * correction[h] + p;
       runningMax[h] = newMax;
     }

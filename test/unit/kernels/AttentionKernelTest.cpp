@@ -136,8 +136,9 @@ class DecodeAttentionKernelTest : public AttentionKernelTest {
 protected:
   // queryHeads and warps, where not 0, replace the catalog's shape (gerbil-kernel-bench's variants);
   // prefetch: weights for the kernel's prefetch workgroups to read (each buffer 4 KiB longer than the range).
+  // scoreLanes, where not 0, replaces codegen's lanes a key's scores.
   void check(const DecodeCase &c, bool subgroupOps, int64_t queryHeads = 0, int64_t warps = 0,
-             const std::vector<codegen::PrefetchRange> &prefetch = {}) {
+             const std::vector<codegen::PrefetchRange> &prefetch = {}, int64_t scoreLanes = 0) {
     const codegen::AttentionSpec &spec = c.spec;
     const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
     std::mt19937 rng(c.position * 31 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
@@ -157,7 +158,7 @@ protected:
       referenceAttention(spec, &q[h * dim], keys, values, h, c.position, &expected[h * dim]);
 
     codegen::DecodeAttentionKernel kernel =
-        codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps, prefetch);
+        codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps, prefetch, scoreLanes);
     ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<uint32_t> spirv =
         compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
@@ -184,7 +185,7 @@ protected:
         ASSERT_NEAR(result[i], expected[i], 1e-4)
             << "heads=" << heads << "/" << kvHeads << " head_dim=" << dim << " position=" << c.position
             << " window=" << spec.window << " subgroup ops=" << subgroupOps << " query heads " << queryHeads
-            << " warps " << warps << " run " << run << ": element " << i;
+            << " warps " << warps << " score lanes " << scoreLanes << " run " << run << ": element " << i;
       std::vector<int32_t> counters(kernel.scratchCounterBytes / 4);
       ctx_->download(buffers[5], 0, counters.data(), kernel.scratchCounterBytes);
       for (int32_t counter : counters) ASSERT_EQ(counter, 0) << "a column's counter was left behind";
@@ -241,6 +242,32 @@ TEST_F(DecodeAttentionKernelTest, OtherShapesMatchTheReference) {
     ASSERT_FALSE(HasFatalFailure());
   }
   check(variants[0].c, false, variants[0].queryHeads, variants[0].warps);
+}
+
+// Keys whose scores several lanes share (SCORE_LANES; codegen's default is 4 wherever it fits): powers of 2
+// up to the device's subgroup, a key per lane (1), within a block and over several rounds and splits,
+// with keys and values loaded together (head dim 64) and apart (128), one and several query heads.
+TEST_F(DecodeAttentionKernelTest, KeysSharedByLanesMatchTheReference) {
+  EXPECT_EQ(codegen::decodeScoreLanes({32, 8, 128, 400, 0.088, 0}, true), 4);
+  EXPECT_EQ(codegen::decodeScoreLanes({32, 8, 128, 400, 0.088, 0}, false), 1);
+  EXPECT_EQ(codegen::decodeScoreLanes({4, 2, 256, 400, 0.06, 0}, true), 1); // not all of a row at once
+  EXPECT_EQ(codegen::decodeScoreLanes({3, 3, 72, 400, 0.11, 0}, true), 1);  // 18 vec4s
+  const DecodeCase cases[] = {{{14, 2, 64, 400, 0.125, 0}, 191},
+                              {{32, 8, 128, 400, 0.088, 0}, 300},
+                              {{4, 1, 16, 400, 0.25, 0}, 20},
+                              {{64, 64, 16, 2100, 0.25, 0}, 2099}};
+  for (int64_t lanes : {1, 2, 8})
+    for (const DecodeCase &c : cases) {
+      if (c.spec.headDim / 4 % lanes != 0) continue; // head dim 16: 4 vec4s
+      check(c, true, 0, 0, {}, lanes);
+      ASSERT_FALSE(HasFatalFailure());
+    }
+  // Wider groups where the device's subgroups hold them (the H200's 32; lavapipe's 8 do not).
+  if (ctx_->info().minSubgroupSize >= 32) {
+    check(cases[1], true, 1, 8, {}, 32);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  if (ctx_->info().minSubgroupSize >= 16) check(cases[0], true, 1, 2, {}, 16);
 }
 
 // gerbil-prefetch-weights: grid rows past the splits whose workgroups only read weights into the L2 leave
@@ -349,6 +376,22 @@ TEST(AttentionKernelSpec, PrefetchAddsBindingsAndRowsOfWorkers) {
   // More rows of workers than the 65535 every device dispatches along y.
   EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{workerBytes * 14 * 65535}}),
                codegen::CodegenError);
+}
+
+TEST(AttentionKernelSpec, ScoreLanesMustDivideTheRow) {
+  const codegen::AttentionSpec spec{14, 2, 64, 1024, 0.125, 0};
+  EXPECT_NO_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {}, 16));
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {}, 32), codegen::CodegenError); // 16 vec4s
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {}, 3), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, false, 0, 0, {}, 4), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel({4, 2, 256, 400, 0.06, 0}, true, 0, 0, {}, 4),
+               codegen::CodegenError);
+  const std::string glsl = codegen::writeKernel(codegen::decodeAttentionKernel(spec, true).source);
+  EXPECT_NE(glsl.find("#define SCORE_LANES 4"), std::string::npos);
+  EXPECT_NE(glsl.find("GL_KHR_shader_subgroup_shuffle"), std::string::npos);
+  EXPECT_EQ(
+      codegen::writeKernel(codegen::decodeAttentionKernel(spec, false).source).find("#define SCORE_LANES 4"),
+      std::string::npos);
 }
 
 TEST(AttentionKernelSpec, KeySplitsAreBounded) {
