@@ -26,6 +26,12 @@ struct Matrix {
   int64_t bytes;
 };
 
+int64_t deviceBytes(WeightOp weight) {
+  auto type = llvm::cast<RankedTensorType>(weight.getType());
+  Type element = weight.getDeviceDtype() ? *weight.getDeviceDtype() : type.getElementType();
+  return type.getNumElements() * ((element.getIntOrFloatBitWidth() + 7) / 8);
+}
+
 // The weight matrices a dispatch reads (its operands that are weight_refs of rank-2 weights), with their
 // bytes on the device.
 SmallVector<Matrix> matricesOf(DispatchOp dispatch) {
@@ -35,10 +41,8 @@ SmallVector<Matrix> matricesOf(DispatchOp dispatch) {
     if (!ref) continue;
     auto weight = SymbolTable::lookupNearestSymbolFrom<WeightOp>(dispatch, ref.getNameAttr());
     if (!weight) continue;
-    auto type = llvm::cast<RankedTensorType>(weight.getType());
-    if (type.getRank() != 2) continue;
-    Type element = weight.getDeviceDtype() ? *weight.getDeviceDtype() : type.getElementType();
-    int64_t bytes = type.getNumElements() * ((element.getIntOrFloatBitWidth() + 7) / 8);
+    if (llvm::cast<RankedTensorType>(weight.getType()).getRank() != 2) continue;
+    int64_t bytes = deviceBytes(weight);
     if (llvm::none_of(matrices, [&](const Matrix &m) { return m.name == ref.getNameAttr(); }))
       matrices.push_back({ref.getNameAttr(), bytes});
   }
@@ -59,19 +63,32 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
   using GerbilPrefetchWeightsBase::GerbilPrefetchWeightsBase;
 
   void runOnOperation() override {
-    if (bytes < 0 || dataLaunches < 0 || pageBytes < 0 || pageBytes % kPrefetchGranule != 0) {
-      getOperation().emitError()
-          << "gerbil-prefetch-weights: bytes and data-launches must not be negative and page-bytes must be "
-             "a multiple of 16, got "
-          << static_cast<int64_t>(bytes) << ", " << static_cast<int64_t>(dataLaunches) << " and "
-          << static_cast<int64_t>(pageBytes);
+    if (bytes < 0 || dataLaunches < 0 || pageBytes < 0 || pageBytes % kPrefetchGranule != 0 ||
+        minLaunchBytes < 0 || minModelBytes < 0) {
+      getOperation().emitError() << "gerbil-prefetch-weights: bytes, data-launches, min-launch-bytes and "
+                                    "min-model-bytes must not be "
+                                    "negative and page-bytes must be a multiple of 16, got "
+                                 << static_cast<int64_t>(bytes) << ", " << static_cast<int64_t>(dataLaunches)
+                                 << ", " << static_cast<int64_t>(minLaunchBytes) << ", "
+                                 << static_cast<int64_t>(minModelBytes) << " and "
+                                 << static_cast<int64_t>(pageBytes);
       return signalPassFailure();
     }
-    if (bytes == 0 && pageBytes == 0) return;
+    pages_ = pageBytes > 0 && modelBytes() >= minModelBytes;
+    if (bytes == 0 && !pages_) return;
     SmallVector<DispatchOp> dispatches(getOperation().getOps<DispatchOp>());
     for (size_t i = 0; i < dispatches.size(); ++i)
       if (isDecodeAttention(dispatches[i]))
         prefetchAfter(dispatches[i], ArrayRef(dispatches).drop_front(i + 1));
+  }
+
+  // The device bytes of every weight of the module.
+  int64_t modelBytes() {
+    int64_t total = 0;
+    auto module = getOperation()->getParentOfType<ModuleOp>();
+    if (!module) return 0;
+    module.walk([&](WeightOp weight) { total += deviceBytes(weight); });
+    return total;
   }
 
   // The matrices of the dispatches `after` an attention, up to the next attention, a list for each dispatch
@@ -102,6 +119,7 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
       if (left < kPrefetchGranule || names.size() + matrices.size() > kMaxPrefetchedData) break;
       int64_t total = 0;
       for (const Matrix &m : matrices) total += m.bytes;
+      if (total < minLaunchBytes) continue; // latency-bound: little to gain from the L2
       // What does not all fit is shared out equally: a grouped projection's workgroups read the same rows
       // of each of its matrices.
       const int64_t share = total <= left ? 0 : roundDown(left / static_cast<int64_t>(matrices.size()));
@@ -117,7 +135,7 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
     }
     // The pages: a word of each page of every matrix not loaded whole, so that the launches after find
     // their address translations cached.
-    if (pageBytes > 0)
+    if (pages_)
       for (ArrayRef<Matrix> matrices : lists)
         for (const Matrix &m : matrices) {
           auto found = loaded.find(m.name.getValue());
@@ -132,6 +150,8 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
     host.setPrefetchBytesAttr(builder.getDenseI64ArrayAttr(sizes));
     host.setPrefetchStridesAttr(builder.getDenseI64ArrayAttr(strides));
   }
+
+  bool pages_ = false; // page words are read (page-bytes, and a model of at least min-model-bytes)
 };
 
 } // namespace

@@ -22,7 +22,8 @@ struct PipelineOptions {
   // gerbil-fuse-logits-argmax: on the H200 the LM head's gemv with the argmax took longer than the two
   // launches apart (docs/decode-latency.md), so it runs only when asked.
   bool fuseLogitsArgmax = false;
-  // gerbil-prefetch-weights' budget: the target profile's (decodePrefetchBytes) where negative.
+  // gerbil-prefetch-weights' budget: the target profile's (decodePrefetchBytes) where negative, with the
+  // profile's thresholds of launch and model size; given (either), it applies to every launch and model.
   int64_t prefetchBytes = -1;
   int64_t prefetchPageBytes = -1; // and its page stride (decodePrefetchPageBytes)
 };

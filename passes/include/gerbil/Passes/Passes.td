@@ -126,6 +126,11 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     address translations are then cached when the launches after it stream them (on an H200 the 8B's
     gemvs ran 5-12% slower with their weights spread over 16 GiB than over 512 MiB, sweep av). The
     attributes record, for each binding, the bytes from the matrix's start and the stride (16: every word).
+    Where it pays, measured on the H200: a launch whose matrices stream in less than its fixed latency
+    gains little from the L2 while the attention's loads wait behind the prefetch (Llama-3.2-1B's o, 8 MiB:
+    -0.8 µs for +2.9 of attention), so launches under `min-launch-bytes` get no data; a model whose weights
+    stay within the address translations' reach (sweep ax: none lost at 3.5 GiB) gets no page reads under
+    `min-model-bytes`.
   }];
   let options = [
     Option<"bytes", "bytes", "int64_t", "0", "Most weight bytes one attention launch prefetches">,
@@ -133,7 +138,11 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
            "Stride of the words read to cache address translations (a multiple of 16; 0: none)">,
     Option<"dataLaunches", "data-launches", "int64_t", "1",
            "How many of the launches after it may have their data prefetched (on an H200 loading the MLP's "
-           "weights too made the small models' attention slower than what it saved)">
+           "weights too made the small models' attention slower than what it saved)">,
+    Option<"minLaunchBytes", "min-launch-bytes", "int64_t", "0",
+           "Least bytes of matrices a launch reads for its data to be prefetched">,
+    Option<"minModelBytes", "min-model-bytes", "int64_t", "0",
+           "Least bytes of weights the model has for page words to be read">
   ];
 }
 
