@@ -27,6 +27,7 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
   prefetch.pageBytes = chosen(options.prefetchPageBytes, &TargetProfile::decodePrefetchPageBytes);
   prefetch.minLaunchBytes = threshold(&TargetProfile::decodePrefetchMinLaunchBytes);
   prefetch.minModelBytes = threshold(&TargetProfile::decodePrefetchMinModelBytes);
+  prefetch.smallLaunchBytes = threshold(&TargetProfile::decodePrefetchSmallLaunchBytes);
   pm.addNestedPass<func::FuncOp>(createGerbilPrefetchWeights(prefetch));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));
   pm.addPass(createGerbilVerifyModel(GerbilVerifyModelOptions{true}));

@@ -11,7 +11,9 @@
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 min-launch-bytes=1024}))' | FileCheck %s --check-prefix=MIN-LAUNCH
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64 min-model-bytes=3584}))' | FileCheck %s --check-prefix=ONLY-PAGES
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64 min-model-bytes=3585}))' | FileCheck %s --check-prefix=NONE
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 min-launch-bytes=1024 small-launch-bytes=256}))' | FileCheck %s --check-prefix=SMALL
 // RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{min-launch-bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE-MIN
+// RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{small-launch-bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE-SMALL
 
 // Two layers' attention, o projection and MLP (f32 weights: o 8 × 8 is 256 bytes, gate and up 32 × 8 and
 // down 8 × 32 1024 each). Before: no dispatch prefetches. After: each attention dispatch names the matrices
@@ -44,13 +46,17 @@
 // second attention, whose only launch is l1's o, loads nothing. (Sizes count whole launches.)
 // MIN-LAUNCH: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 1024, 1024, 1024>, prefetch_strides = array<i64: 16, 16, 16>, prefetch_weights = [@l0.gate, @l0.up, @l0.down]}
 // MIN-LAUNCH-NOT: prefetch_
+// With small-launch-bytes=256 too, o (256 bytes, at most that) is loaded again, in both layers.
+// SMALL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 1024, 1024, 1024>, prefetch_strides = array<i64: 16, 16, 16, 16>, prefetch_weights = [@l0.o, @l0.gate, @l0.up, @l0.down]}
+// SMALL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l1.o]}
 // The page words need a model of at least min-model-bytes (here 3584 bytes of weights: ONLY-PAGES above at
 // 3584, NONE at 3585).
 
-// NEGATIVE: bytes, data-launches, min-launch-bytes and min-model-bytes must not be negative and page-bytes must be a multiple of 16, got -1, 1, 0, 0 and 0
-// ODD: must be a multiple of 16, got 0, 1, 0, 0 and 100
-// NO-LAUNCHES: must be a multiple of 16, got 0, -2, 0, 0 and 0
-// NEGATIVE-MIN: must be a multiple of 16, got 0, 1, -1, 0 and 0
+// NEGATIVE: bytes, data-launches, min-launch-bytes, small-launch-bytes and min-model-bytes must not be negative and page-bytes must be a multiple of 16, got -1, 1, 0, 0, 0 and 0
+// ODD: must be a multiple of 16, got 0, 1, 0, 0, 0 and 100
+// NO-LAUNCHES: must be a multiple of 16, got 0, -2, 0, 0, 0 and 0
+// NEGATIVE-MIN: must be a multiple of 16, got 0, 1, -1, 0, 0 and 0
+// NEGATIVE-SMALL: must be a multiple of 16, got 0, 1, 0, -1, 0 and 0
 
 module {
   gerbil.weight @l0.o : tensor<8x8xf32> {keys = ["l0.o"]}

@@ -43,6 +43,8 @@ struct TargetProfile {
   // at least decodePrefetchMinModelBytes of weights (the pages).
   int64_t decodePrefetchMinLaunchBytes = 0;
   int64_t decodePrefetchMinModelBytes = 0;
+  // Launches of at most this many bytes get their data under decodePrefetchMinLaunchBytes too.
+  int64_t decodePrefetchSmallLaunchBytes = 0;
 };
 
 // Prefill matmuls with N >= 2048 outputs (a grouped projection's rows counted together) or rows of K >=
@@ -128,15 +130,18 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
 // over 16 GiB than over 512 MiB (sweep av: address translation); one word every 2 MiB gets half of that back
 // for 2.6 µs of attention, every 512 KiB 75% for 15 µs, every 64 KiB all of it for 67 µs. Loading 16 MiB over
 // the MLP too made the small models' attention (7 µs) 3.4 µs longer, more than it saved (so the data is the
-// next launch's only, gerbil-prefetch-weights' data-launches). Measured at 4790b6f (the next launch's data
-// and the pages against none): Llama-3.2-1B 1117 against 1137 tok/s (its o, 8 MiB, 6.2 -> 5.4 µs for 3.0 µs
-// of attention), Qwen2.5-0.5B 1340 against 1329 (o 1.6 MiB; within the runs' spread). Launches whose
-// matrices stream in less time than a launch's fixed ~4 µs (16 MiB at 4.2 TB/s) gain too little; weights
-// under 4 GiB keep their address translations (sweep ax: 3.5 GiB of copies lose nothing).
+// next launch's only, gerbil-prefetch-weights' data-launches). Measured at 4790b6f and 2572f6d: Llama-3.2-1B
+// 1117 tok/s with its o's data (8 MiB: 6.2 -> 5.4 µs for 3.0 µs more attention) and pages against 1137 and
+// 1143 without; Qwen2.5-0.5B 1355 with its o's data alone (1.6 MiB: 5.7 -> 4.7 µs for 0.2 µs) against 1322
+// without. The attention waits behind the prefetched bytes about as long as they take to stream, which a
+// mid-sized launch does not win back; a small one does (its first loads skip the trip to memory), and so
+// does a large one (Llama-3-8B's o, 32 MiB: 14.0 -> 10.4 µs). Weights under 4 GiB keep their address
+// translations (sweep ax: 3.5 GiB of copies lose nothing).
 inline constexpr int64_t kNvidiaDecodePrefetchBytes = 16ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchPageBytes = 2ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchMinLaunchBytes = 16ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchMinModelBytes = 4ll << 30;
+inline constexpr int64_t kNvidiaDecodePrefetchSmallLaunchBytes = 2ll << 20;
 
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = {
@@ -153,7 +158,8 @@ inline const std::vector<TargetProfile> &targetProfiles() {
        kNvidiaDecodePrefetchBytes,
        kNvidiaDecodePrefetchPageBytes,
        kNvidiaDecodePrefetchMinLaunchBytes,
-       kNvidiaDecodePrefetchMinModelBytes},
+       kNvidiaDecodePrefetchMinModelBytes,
+       kNvidiaDecodePrefetchSmallLaunchBytes},
   };
   return profiles;
 }
