@@ -49,7 +49,7 @@ struct Random {
 };
 
 // Values are made in blocks seeded by (seed, tensor, block), so the file is the same whatever the number
-// of threads: an 8B checkpoint takes ~100 s of one core.
+// of threads (one core took ~100 s for an 8B checkpoint).
 constexpr uint64_t kBlockElements = 4 << 20;
 
 enum class Dtype { F32, F16, BF16 };
