@@ -152,10 +152,6 @@ void addPrefetch(DecodeAttentionKernel &d, const std::vector<PrefetchRange> &pre
   if (rows > 65535)
     throw CodegenError("decode attention: prefetching needs " + std::to_string(rows) +
                        " rows of workgroups, more than the 65535 every device allows");
-  // The wait's count holds the attention's workgroups in 16 bits and the prefetch's above them.
-  if ((rows - splits) * columns >= 32768 || splits * columns >= 65536)
-    throw CodegenError("decode attention: " + std::to_string((rows - splits) * columns) +
-                       " prefetch workgroups, more than the 32767 its wait counts");
   d.grid[1] = static_cast<uint32_t>(rows);
 }
 
@@ -210,8 +206,7 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
       gd::decodeAttentionSharedBytes(spec.headDim, shape.queryHeads, shape.warps, shape.splits));
   const int64_t columns = spec.kvHeads * shape.headGroups;
   d.grid = {static_cast<uint32_t>(columns), static_cast<uint32_t>(shape.splits), 1};
-  // A counter a column for the split hand-over; with a prefetch, one more for its wait.
-  d.scratchCounterBytes = static_cast<uint64_t>(columns + (prefetch.empty() ? 0 : 1)) * 4;
+  d.scratchCounterBytes = static_cast<uint64_t>(columns) * 4;
   d.scratchPartialBytes =
       static_cast<uint64_t>(columns * shape.splits * shape.queryHeads * (spec.headDim + 2)) * 4;
   addPrefetch(d, prefetch, columns, shape.splits);

@@ -25,11 +25,7 @@
 // Loads are issued as early as their addresses are known, not when their values are needed: the first keys
 // with the queries, the values with the keys (V_WITH_K), the first partials with the split maxima.
 // With PREFETCH_COUNT > 0 (gerbil-prefetch-weights) the grid has rows past SPLITS whose workgroups only load
-// weights of the launches after it into the L2 (prefetch.glsl): the attention leaves the memory idle. They
-// start once every attention workgroup has its first keys (or up to PREFETCH_WAIT_POLLS polls of a count):
-// their loads' address translations queue with the attention's own, which made the 8B's attention take
-// 15.4 us in the model against 10.6 alone. With keys and values apart, the attention also reads a word of
-// each of its first values with its keys, so their translations come first too.
+// weights of the launches after it into the L2 (prefetch.glsl): the attention leaves the memory idle.
 #ifndef PREFETCH_COUNT
 #define PREFETCH_COUNT 0
 #endif
@@ -97,33 +93,6 @@ shared bool last_;
 shared float partials_[QH][WORKGROUP / MIN_SUBGROUP_SIZE];
 #else
 shared float partials_[WORKGROUP];
-#endif
-
-#if PREFETCH_COUNT > 0
-#ifndef PREFETCH_WAIT_POLLS
-#define PREFETCH_WAIT_POLLS 64u
-#endif
-// counters[XS] counts the attention workgroups that have their first keys (1 each) and the prefetch
-// workgroups done waiting (65536 each); whoever counts last returns it to 0, so it is ready for the next
-// launch however the waits end.
-const uint PREFETCHER = 65536u;
-void countIn(uint amount) {
-  const uint total = XS * SPLITS + XS * (gl_NumWorkGroups.y - SPLITS) * PREFETCHER;
-  if (uint(atomicAdd(counters[XS], int(amount))) + amount == total) atomicExchange(counters[XS], 0);
-}
-void countKeysIn() {
-  if (gl_LocalInvocationID.x == 0u) countIn(1u);
-}
-void waitForAttention() {
-  if (gl_LocalInvocationID.x == 0u) {
-    for (uint i = 0u; i < PREFETCH_WAIT_POLLS && (uint(atomicAdd(counters[XS], 0)) & 0xffffu) < XS * SPLITS; ++i) {
-    }
-    countIn(PREFETCHER);
-  }
-  barrier();
-}
-#else
-void countKeysIn() {}
 #endif
 
 // Dims 4v..4v+3 of a cached key or value row (zeros past HEAD_DIM).
@@ -277,7 +246,6 @@ void storeOutput(uint head0, uint i, vec4 value) {
 void main() {
 #if PREFETCH_COUNT > 0
   if (gl_WorkGroupID.y >= SPLITS) {
-    waitForAttention();
     prefetchWeights((gl_WorkGroupID.y - SPLITS) * XS + gl_WorkGroupID.x);
     return;
   }
@@ -296,10 +264,7 @@ void main() {
   uint first = (WINDOW > 0u && position + 1u > WINDOW) ? position + 1u - WINDOW : 0u;
   uint len = position + 1u - first;
   uint activeSplits = min(SPLITS, (len + MIN_CHUNK - 1u) / MIN_CHUNK);
-  if (split >= activeSplits) {
-    countKeysIn();
-    return;
-  }
+  if (split >= activeSplits) return;
   uint chunk = (len + activeSplits - 1u) / activeSplits;
   uint begin = min(first + split * chunk, position + 1u), end = min(begin + chunk, position + 1u);
   uint rounds = (end - begin + WARPS * LANES - 1u) / (WARPS * LANES);
@@ -314,14 +279,6 @@ void main() {
   const uint slot = lane;
   vec4 k[K_BATCH];
   loadKeys(k, rows, block + lane, 0u, block + lane < end);  // in flight with the queries' loads
-#endif
-#if PREFETCH_COUNT > 0
-  // A word of the lane's key's value row, so that the values' address translations come before the
-  // prefetch's (its store never happens: no step position is 2^32 - 1).
-  if (!V_WITH_K) {
-    vec4 touched = cachedVec(rows + min(block + slot, end - 1u), 0u, true);
-    if (position == 0xffffffffu) store_result(0u, touched.x);
-  }
 #endif
 
   [[unroll]] for (uint j = 0; j < (QH * DIM_VECS + WORKGROUP - 1u) / WORKGROUP; ++j) {
@@ -366,7 +323,6 @@ void main() {
     if (V_WITH_K) loadKeys(k, rows, key + WARPS * LANES, 0u, key + WARPS * LANES < end);
 #endif
     [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = live ? score[h] : NO_SCORE;
-    if (round == 0u) countKeysIn();
     DIAG_EXIT(2, score[0])
 
     float blockMax[QH] = score;
