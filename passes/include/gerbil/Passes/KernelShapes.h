@@ -163,9 +163,10 @@ inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads,
   // step at position 191 in 6.9 µs against 10.6 with its 7 query heads in one workgroup (2 workgroups
   // a split), and Llama-3.2-1B's in 7.6 against 9.1: re-reading a kv head's rows from the L2 costs less
   // than the serial walk of few workgroups. At 128 dims (Llama-3-8B) both took 13.2–13.4 µs, so wider heads
-  // keep sharing their kv rows.
+  // keep sharing their kv rows, two query heads a workgroup since the keys are read by 4 lanes each (sweep
+  // bb, 2026-12-04: 8.9 µs with 2 and 8 warps against 10.8 with 4, 11.1 with 1).
   if (headDim > 64)
-    for (int64_t q = std::min<int64_t>(group, 8); q >= 1; --q)
+    for (int64_t q = std::min<int64_t>(group, 2); q >= 1; --q)
       if (group % q == 0) {
         shape.queryHeads = q;
         break;
