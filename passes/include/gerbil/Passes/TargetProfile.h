@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -133,13 +134,15 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
 // next launch's only, gerbil-prefetch-weights' data-launches). Measured at 4790b6f and 2572f6d: Llama-3.2-1B
 // 1117 tok/s with its o's data (8 MiB: 6.2 -> 5.4 µs for 3.0 µs more attention) and pages against 1137 and
 // 1143 without; Qwen2.5-0.5B 1355 with its o's data alone (1.6 MiB: 5.7 -> 4.7 µs for 0.2 µs) against 1322
-// without. The attention waits behind the prefetched bytes about as long as they take to stream, which a
-// mid-sized launch does not win back; a small one does (its first loads skip the trip to memory), and so
-// does a large one (Llama-3-8B's o, 32 MiB: 14.0 -> 10.4 µs). Weights under 4 GiB keep their address
-// translations (sweep ax: 3.5 GiB of copies lose nothing).
-inline constexpr int64_t kNvidiaDecodePrefetchBytes = 16ll << 20;
+// without. The attention launch takes about as long as its prefetch, which a larger launch does not win
+// back; a small one does (its first loads skip the trip to memory). Llama-3-8B's o (32 MiB) read 10.5 µs
+// instead of 13.1 with 16 MiB of it loaded, but its attention launch took 16.9 µs instead of 13.0 (3b61124,
+// two query heads a workgroup): 225.7 tok/s against 228.9 with the page words alone. So only launches of at
+// most 2 MiB get their data. Weights under 4 GiB keep their address translations (sweep ax: 3.5 GiB of
+// copies lose nothing): no page words for them.
+inline constexpr int64_t kNvidiaDecodePrefetchBytes = 2ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchPageBytes = 2ll << 20;
-inline constexpr int64_t kNvidiaDecodePrefetchMinLaunchBytes = 16ll << 20;
+inline constexpr int64_t kNvidiaDecodePrefetchMinLaunchBytes = std::numeric_limits<int64_t>::max(); // none
 inline constexpr int64_t kNvidiaDecodePrefetchMinModelBytes = 4ll << 30;
 inline constexpr int64_t kNvidiaDecodePrefetchSmallLaunchBytes = 2ll << 20;
 
