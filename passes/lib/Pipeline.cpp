@@ -19,15 +19,18 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
   auto chosen = [&](int64_t given, int64_t TargetProfile::*field) {
     return given >= 0 ? given : profile ? (*profile).*field : 0;
   };
-  // A budget given on the command line applies to every model; the profile's only where it pays.
-  const bool given = options.prefetchBytes >= 0 || options.prefetchPageBytes >= 0;
-  auto threshold = [&](int64_t TargetProfile::*field) { return given || !profile ? 0 : (*profile).*field; };
+  // A budget or stride given on the command line applies to every launch and model; the profile's only
+  // where it pays.
+  auto threshold = [&](int64_t given, int64_t TargetProfile::*field) {
+    return given >= 0 || !profile ? 0 : (*profile).*field;
+  };
   GerbilPrefetchWeightsOptions prefetch;
   prefetch.bytes = chosen(options.prefetchBytes, &TargetProfile::decodePrefetchBytes);
   prefetch.pageBytes = chosen(options.prefetchPageBytes, &TargetProfile::decodePrefetchPageBytes);
-  prefetch.minLaunchBytes = threshold(&TargetProfile::decodePrefetchMinLaunchBytes);
-  prefetch.minModelBytes = threshold(&TargetProfile::decodePrefetchMinModelBytes);
-  prefetch.smallLaunchBytes = threshold(&TargetProfile::decodePrefetchSmallLaunchBytes);
+  prefetch.minLaunchBytes = threshold(options.prefetchBytes, &TargetProfile::decodePrefetchMinLaunchBytes);
+  prefetch.smallLaunchBytes =
+      threshold(options.prefetchBytes, &TargetProfile::decodePrefetchSmallLaunchBytes);
+  prefetch.minModelBytes = threshold(options.prefetchPageBytes, &TargetProfile::decodePrefetchMinModelBytes);
   pm.addNestedPass<func::FuncOp>(createGerbilPrefetchWeights(prefetch));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));
   pm.addPass(createGerbilVerifyModel(GerbilVerifyModelOptions{true}));

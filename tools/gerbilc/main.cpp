@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
   app.add_option(
          "--prefetch-bytes", options.prefetchBytes,
          "Weight bytes each decode attention launch loads into the L2 cache for the projections after "
-         "it (default: the target's, for the launches and models where it pays; given, for all; 0: none)")
+         "it (default: the target's, for the launches where it pays; given, for all; 0: none)")
       ->check(gerbil::cli::number(0, false, 1073741824.0));
   app.add_option(
          "--prefetch-page-bytes", options.prefetchPageBytes,

@@ -23,7 +23,8 @@ struct PipelineOptions {
   // launches apart (docs/decode-latency.md), so it runs only when asked.
   bool fuseLogitsArgmax = false;
   // gerbil-prefetch-weights' budget: the target profile's (decodePrefetchBytes) where negative, with the
-  // profile's thresholds of launch and model size; given (either), it applies to every launch and model.
+  // profile's thresholds of launch size; given, it applies to every launch (and a page stride given, to
+  // every model).
   int64_t prefetchBytes = -1;
   int64_t prefetchPageBytes = -1; // and its page stride (decodePrefetchPageBytes)
 };
