@@ -66,9 +66,10 @@ KernelSource gemvKernel(const GemvSpec &spec) {
       throw CodegenError(
           "a gemv that picks the greedy token must be a logits projection (one row, from "
           "firstRow) with no residual, of the catalog's shape, and needs the maximum sequence length");
-    const mlir::gerbil::GemvArgmaxGrid grid = mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n);
+    const mlir::gerbil::ArgmaxGrid grid = mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n);
     define("ARGMAX", "1");
     define("GROUPS", uintValue(grid.groups));
+    define("SEGMENTS", uintValue(grid.segments));
     define("VOCAB", uintValue(spec.n));
     define("SEQ", uintValue(spec.maxSequence));
     k.libraries = {"argmax_combine.glsl"};
@@ -83,7 +84,7 @@ KernelSource gemvKernel(const GemvSpec &spec) {
 
 GemvScratch gemvScratch(const GemvSpec &spec) {
   if (!spec.argmax) return {};
-  const mlir::gerbil::GemvArgmaxGrid grid = mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n);
+  const mlir::gerbil::ArgmaxGrid grid = mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n);
   return {static_cast<uint64_t>(grid.counters()) * 4, static_cast<uint64_t>(2 * grid.candidates()) * 4};
 }
 

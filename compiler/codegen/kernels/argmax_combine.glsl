@@ -139,7 +139,7 @@ void bestCandidate(uint first, uint count, uint values, uint indices, out float 
 // Up to WORKGROUP workgroups hand their candidates to the last of them. More (the logits gemv has one per 8
 // rows, ~19000 for a 152k vocabulary) go up a tree: the last of each of SEGMENTS runs of WORKGROUP reduces
 // its run's candidates and hands that on, and the last of those reduces the SEGMENTS candidates.
-const uint SEGMENTS = (GROUPS + WORKGROUP - 1u) / WORKGROUP;
+// SEGMENTS = ceil(GROUPS / WORKGROUP), defined by codegen (ArgmaxGrid), which sizes the scratch with it.
 void chooseToken(float value, uint index, uint advance) {
   if (!workgroupBest(value, index)) return;
   if (GROUPS > 1u) {

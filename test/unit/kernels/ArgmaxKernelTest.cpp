@@ -1,5 +1,5 @@
-// The greedy argmax, as codegen specialises it: over one and many workgroups, ties, -inf, the state it
-// advances and the counter it leaves at 0.
+// The greedy argmax, as codegen specialises it: over one and many workgroups (and more than one run of
+// them), ties, -inf, the state it advances and the counters it leaves at 0.
 #include "compiler/codegen/ArgmaxKernel.h"
 #include "test/unit/kernels/KernelTestBase.h"
 
@@ -21,19 +21,20 @@ protected:
     buffers.push_back(output(1, "result"));
     buffers.push_back(output(1, "ids"));
     buffers.push_back(ctx_->createBuffer(kernel.scratchPartialBytes, "partial"));
-    buffers.push_back(ctx_->createBuffer(16, "counters"));
+    buffers.push_back(ctx_->createBuffer(kernel.scratchCounterBytes, "counters"));
     ctx_->fill(buffers.back(), 0);
     buffers.push_back(state(5));
     ASSERT_EQ(buffers.size(), kernel.source.bindings.size() + 1);
     for (uint32_t step = 0; step < 2; ++step) {
       run(spirv, buffers, kernel.grid, tokens, "argmax test kernel");
-      int32_t result = 0, id = 0, counter = -1;
+      int32_t result = 0, id = 0;
       ctx_->download(buffers[1], 0, &result, 4);
       ctx_->download(buffers[2], 0, &id, 4);
-      ctx_->download(buffers[4], 0, &counter, 4);
+      std::vector<int32_t> counters(kernel.scratchCounterBytes / 4, -1);
+      ctx_->download(buffers[4], 0, counters.data(), kernel.scratchCounterBytes);
       EXPECT_EQ(result, expected) << "vocab " << vocab << ", step " << step;
       EXPECT_EQ(id, expected) << "vocab " << vocab;
-      EXPECT_EQ(counter, 0) << "the counter was left behind";
+      for (int32_t counter : counters) EXPECT_EQ(counter, 0) << "a counter was left behind";
       std::vector<uint32_t> words(4);
       ctx_->download(buffers[5], 0, words.data(), 16);
       EXPECT_EQ(words[0], 5 + (step + 1) * tokens) << "the position advances by the step's tokens";
@@ -44,7 +45,9 @@ protected:
 };
 
 TEST_F(ArgmaxKernelTest, FindsTheFirstLargestLogitOfTheLastRow) {
-  for (int64_t vocab : {5l, 2048l, 2049l, 20000l, 128256l}) {
+  // 600000 logits: 293 workgroups, more than one run of 256, hand over in two segments.
+  EXPECT_EQ(codegen::argmaxKernel(600000, 8).scratchCounterBytes, 3 * 4);
+  for (int64_t vocab : {5l, 2048l, 2049l, 20000l, 128256l, 600000l}) {
     const uint32_t tokens = 3;
     std::mt19937 rng(static_cast<uint32_t>(vocab));
     std::uniform_real_distribution<float> uniform(-20.0f, 20.0f);

@@ -158,8 +158,8 @@ TEST(GemvKernelSpec, ArgmaxNeedsALogitsProjection) {
   spec.maxSequence = 8;
   EXPECT_NO_THROW(codegen::gemvKernel(spec));
   // The gemv's grid; more workgroups than one workgroup's invocations hand their candidates up a tree.
-  const mlir::gerbil::GemvArgmaxGrid qwen = mlir::gerbil::gemvArgmaxGrid(896, 151936),
-                                     small = mlir::gerbil::gemvArgmaxGrid(64, 512);
+  const mlir::gerbil::ArgmaxGrid qwen = mlir::gerbil::gemvArgmaxGrid(896, 151936),
+                                 small = mlir::gerbil::gemvArgmaxGrid(64, 512);
   EXPECT_EQ(qwen.groups, 18992);
   EXPECT_EQ(qwen.segments, 149);
   EXPECT_EQ(qwen.counters(), 150);

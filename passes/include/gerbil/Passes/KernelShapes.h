@@ -73,20 +73,26 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
   return gemvShapeWithSplit(split, pairedRows);
 }
 
-// The logits projection's gemv that also picks the greedy token (ARGMAX, gerbil-fuse-logits-argmax): the
-// gemv's grid, whose workgroups hand their candidates up a tree of counters (argmax_combine.glsl): one for
-// each run of `workgroup` of them, and one over those.
-struct GemvArgmaxGrid {
+// The workgroups of a launch that picks the greedy token hand their candidates up a tree of counters
+// (argmax_combine.glsl, its SEGMENTS): one for each run of `workgroup` of them, and one over those. The
+// scratch holds `counters()` counters and `candidates()` values and as many indices.
+struct ArgmaxGrid {
   int64_t groups = 1, segments = 1;
   int64_t counters() const { return segments > 1 ? 1 + segments : 1; }
   int64_t candidates() const { return segments > 1 ? groups + segments : groups; } // values; as many indices
 };
-inline GemvArgmaxGrid gemvArgmaxGrid(int64_t k, int64_t n) {
+inline ArgmaxGrid argmaxGrid(int64_t groups, int64_t workgroup) {
+  return {groups, (groups + workgroup - 1) / workgroup};
+}
+// The argmax launch over the logits (argmax.glsl).
+inline ArgmaxGrid argmaxGrid(int64_t vocab) {
+  return argmaxGrid(argmaxGroups(vocab), kArgmaxWorkgroup);
+}
+// The logits projection's gemv that also picks the token (ARGMAX, gerbil-fuse-logits-argmax): the gemv's
+// grid.
+inline ArgmaxGrid gemvArgmaxGrid(int64_t k, int64_t n) {
   const GemvShape shape = gemvShape(k, n, false);
-  GemvArgmaxGrid grid;
-  grid.groups = (n + shape.outputs() - 1) / shape.outputs();
-  grid.segments = (grid.groups + shape.workgroup - 1) / shape.workgroup;
-  return grid;
+  return argmaxGrid((n + shape.outputs() - 1) / shape.outputs(), shape.workgroup);
 }
 
 // Prefill attention on cooperative matrices (attention_prefill_coop.glsl): kCoopAttentionWarps subgroups of
