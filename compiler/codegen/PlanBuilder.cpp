@@ -211,7 +211,7 @@ private:
       for (Attribute key : w.getKeys()) weight.sourceKeys.push_back(llvm::cast<StringAttr>(key).str());
       auto type = llvm::cast<RankedTensorType>(w.getType());
       weight.shape.assign(type.getShape().begin(), type.getShape().end());
-      weight.deviceDType = dtypeOf(w.getDeviceDtype() ? *w.getDeviceDtype() : type.getElementType());
+      weight.deviceDType = dtypeOf(gd::deviceElementType(w));
       weight.transpose = w.getTranspose();
       if (auto slice = w.getSlice()) {
         weight.sliceDim = static_cast<int32_t>((*slice)[0]);

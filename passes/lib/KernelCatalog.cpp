@@ -17,8 +17,7 @@ int64_t rowWidth(Value v) {
 
 // Whether a weight is f16 or bf16 on the device (the layout pass has set its device dtype).
 bool isHalfOnDevice(WeightOp weight) {
-  Type dtype = weight.getDeviceDtype() ? *weight.getDeviceDtype()
-                                       : llvm::cast<RankedTensorType>(weight.getType()).getElementType();
+  Type dtype = deviceElementType(weight);
   return dtype.isF16() || dtype.isBF16();
 }
 
@@ -118,6 +117,11 @@ Value mlir::gerbil::outsideDispatch(Value v) {
   if (!arg) return v;
   auto dispatch = llvm::dyn_cast_or_null<DispatchOp>(arg.getOwner()->getParentOp());
   return dispatch ? dispatch.getOperand(arg.getArgNumber()) : v;
+}
+
+Type mlir::gerbil::deviceElementType(WeightOp weight) {
+  return weight.getDeviceDtype() ? *weight.getDeviceDtype()
+                                 : llvm::cast<RankedTensorType>(weight.getType()).getElementType();
 }
 
 WeightRefOp mlir::gerbil::normWeightOf(LinearOp linear) {

@@ -27,9 +27,8 @@ struct Matrix {
 };
 
 int64_t deviceBytes(WeightOp weight) {
-  auto type = llvm::cast<RankedTensorType>(weight.getType());
-  Type element = weight.getDeviceDtype() ? *weight.getDeviceDtype() : type.getElementType();
-  return type.getNumElements() * ((element.getIntOrFloatBitWidth() + 7) / 8);
+  return llvm::cast<RankedTensorType>(weight.getType()).getNumElements() *
+         ((deviceElementType(weight).getIntOrFloatBitWidth() + 7) / 8);
 }
 
 // The weight matrices a dispatch reads (its operands that are weight_refs of rank-2 weights), with their

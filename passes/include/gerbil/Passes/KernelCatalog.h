@@ -59,6 +59,8 @@ Value outsideDispatch(Value v);
 // The weight_ref a linear's RMSNorm prologue reads its weight from (outside any dispatch); null where the
 // linear has no norm or the weight is not a weight_ref.
 WeightRefOp normWeightOf(LinearOp linear);
+// A weight's element type on the device: the layout pass's device dtype, else the checkpoint's.
+Type deviceElementType(WeightOp weight);
 
 // std::nullopt for ops that are not computations (weight_ref, func.return). `profile` chooses among the
 // kernel families of a target (the tensor-core matmul of `nvidia`).
