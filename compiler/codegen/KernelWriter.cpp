@@ -2,6 +2,7 @@
 
 #include "compiler/codegen/ShaderCompiler.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string_view>
 
@@ -25,6 +26,16 @@ std::string declare(const KernelBinding &b, size_t index) {
   if (b.access == Access::TokenIdsWrite) return layout + "restrict buffer " + block + " { int " + b.name + "[]; };\n";
   std::string qualifier = b.access == Access::Read ? "restrict readonly " : b.access == Access::Write ? "restrict writeonly " : "restrict ";
   if (b.coherent) qualifier = "coherent " + qualifier;
+  if (b.halfValues) {
+    std::string text = layout + qualifier + "buffer " + block + " { float16_t " + array + "[]; };\n";
+    if (b.vec4View)
+      text += layout + qualifier + "buffer " + block + "_v4 { f16vec4 " + b.name + "_v4[]; };\n";
+    if (b.access != Access::Write)
+      text += "float load_" + b.name + "(uint i) { return float(" + array + "[i]); }\n";
+    if (b.access != Access::Read)
+      text += "void store_" + b.name + "(uint i, float v) { " + array + "[i] = float16_t(v); }\n";
+    return text;
+  }
   bool packed16 = b.dtype == plan::DType::F16 || b.dtype == plan::DType::BF16;
   std::string text = layout + qualifier + "buffer " + block + " { " + (packed16 ? "uint " : "float ") + array + "[]; };\n";
   if (b.vec4View)
@@ -57,6 +68,7 @@ std::string glslFloat(double value) {
 std::string writeKernel(const KernelSource &kernel) {
   std::string text = "#version 450\n#extension GL_EXT_control_flow_attributes : enable\n";
   for (const std::string &extension : kernel.extensions) text += "#extension " + extension + " : require\n";
+  if (usesHalfValues(kernel)) text += "#extension GL_EXT_shader_16bit_storage : require\n";
   if (kernel.subgroupOps)
     text += "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_arithmetic "
             ": require\n";
@@ -78,6 +90,23 @@ std::string writeKernel(const KernelSource &kernel) {
   for (const std::string &library : kernel.libraries) text += kernelFile(library);
   text += kernelFile(kernel.templateFile);
   return text;
+}
+
+void holdHalfValues(KernelBinding &binding) {
+  binding.dtype = plan::DType::F16;
+  binding.halfValues = true;
+}
+
+int holdCacheInHalf(KernelSource &kernel) {
+  int count = 0;
+  for (KernelBinding &b : kernel.bindings)
+    if (b.name == "k_cache" || b.name == "v_cache") holdHalfValues(b), ++count;
+  return count;
+}
+
+bool usesHalfValues(const KernelSource &kernel) {
+  return std::any_of(kernel.bindings.begin(), kernel.bindings.end(),
+                     [](const KernelBinding &b) { return b.halfValues; });
 }
 
 } // namespace gerbil::codegen

@@ -25,6 +25,10 @@ struct KernelBinding {
   // Other workgroups of the same dispatch write what this one reads (cross-workgroup results): `coherent`,
   // so reads after an atomic hand-over see the other workgroups' writes.
   bool coherent = false;
+  // 16-bit values addressed one at a time (an f16 KV cache, written a value per invocation): float16_t[]
+  // (GL_EXT_shader_16bit_storage, the device's storageBuffer16BitAccess) with a store_<name> of one value,
+  // and NAME_v4[] of f16vec4 (4 values, 8 bytes); loads return f32. Set by holdHalfValues.
+  bool halfValues = false;
 };
 
 // Kernels that reduce with subgroup operations size their arrays of per-subgroup partials for subgroups of
@@ -56,6 +60,13 @@ struct KernelSource {
 
 // Throws CodegenError when the template does not exist.
 std::string writeKernel(const KernelSource &kernel);
+
+// Makes a binding hold 16-bit values addressed one at a time (KernelBinding::halfValues).
+void holdHalfValues(KernelBinding &binding);
+// Stores the kernel's KV-cache bindings (k_cache, v_cache) in f16; returns how many it has.
+int holdCacheInHalf(KernelSource &kernel);
+// Whether a binding of the kernel holds halfValues (the device needs storageBuffer16BitAccess).
+bool usesHalfValues(const KernelSource &kernel);
 
 // A GLSL float literal that round-trips an f32.
 std::string glslFloat(double value);

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 namespace gd = mlir::gerbil;
@@ -251,14 +252,24 @@ private:
 
   void readCaches() {
     int64_t layers = 0, kvHeads = 0, headDim = 0;
+    std::optional<bool> half;
     for (auto c : module_.getOps<gd::KVCacheOp>()) {
       layers = std::max<int64_t>(layers, c.getLayer() + 1);
       kvHeads = c.getNumKvHeads();
       headDim = c.getHeadDim();
       cacheLayer_[c.getSymName().str()] = c.getLayer();
+      // The plan's cache has one element type (gerbil-assign-layout gives every layer the same).
+      const bool layerHalf = c.deviceElementType().isF16();
+      if (half && *half != layerHalf)
+        throw CodegenError("the KV caches of the layers hold different types ('" + c.getSymName().str() +
+                           "')");
+      half = layerHalf;
     }
-    layerCacheBytes_ = static_cast<uint64_t>(kvHeads * options_.maxSequence * headDim) * 4;
-    plan_.kvCache = {layers, kvHeads, headDim, plan::DType::F32, "LHSd", 2 * layerCacheBytes_ * layers};
+    cacheHalf_ = half.value_or(false);
+    const plan::DType dtype = cacheHalf_ ? plan::DType::F16 : plan::DType::F32;
+    layerCacheBytes_ =
+        static_cast<uint64_t>(kvHeads * options_.maxSequence * headDim) * plan::byteSize(dtype);
+    plan_.kvCache = {layers, kvHeads, headDim, dtype, "LHSd", 2 * layerCacheBytes_ * layers};
   }
 
   uint64_t valueBytes(Value v) {
@@ -943,8 +954,8 @@ private:
   }
 
   // The plan dispatch of a kernel instance; `op` resolves its Operand and Result bindings.
-  plan::Dispatch finish(gd::DispatchOp dispatch, const KernelInstance &k, AffineMap grid,
-                        const std::string &family, const std::string &label, Operation *op) {
+  plan::Dispatch finish(gd::DispatchOp dispatch, KernelInstance k, AffineMap grid, const std::string &family,
+                        const std::string &label, Operation *op) {
     plan::Dispatch d;
     d.label = label;
     if (k.scratchCounterBytes > kScratchPartialsOffset)
@@ -952,7 +963,8 @@ private:
                          " counters, more than the scratch holds (" +
                          std::to_string(kScratchPartialsOffset / 4) +
                          "): a shorter prefill chunk needs fewer");
-    for (const BindingSource &origin : k.origins) {
+    for (size_t i = 0; i < k.origins.size(); ++i) {
+      const BindingSource &origin = k.origins[i];
       switch (origin.kind) {
       case BindingSource::Operand:
         d.bindings.push_back(valueBinding(dispatch, op->getOperand(origin.index)));
@@ -984,6 +996,7 @@ private:
         uint64_t offset =
             layer * 2 * layerCacheBytes_ + (origin.kind == BindingSource::CacheValues ? layerCacheBytes_ : 0);
         d.bindings.push_back({plan::BufferKind::KVCache, 0, offset, layerCacheBytes_});
+        if (cacheHalf_) holdHalfValues(k.source.bindings[i]);
         break;
       }
       }
@@ -1036,6 +1049,7 @@ private:
           needs.deviceExtensions.end())
         needs.deviceExtensions.push_back(extension);
     needs.shaderFloat16 = needs.shaderFloat16 || source.needsFloat16;
+    needs.storageBuffer16BitAccess = needs.storageBuffer16BitAccess || usesHalfValues(source);
     needs.vulkanMemoryModel = needs.vulkanMemoryModel || source.needsVulkanMemoryModel;
     if (source.subgroupSize) {
       if (needs.subgroupSize && needs.subgroupSize != source.subgroupSize)
@@ -1073,6 +1087,7 @@ private:
   std::optional<mlir::gerbil::TargetProfile> profile_;
   int64_t maxTokens_ = 0;
   uint64_t layerCacheBytes_ = 0;
+  bool cacheHalf_ = false; // the KV cache holds f16 (its bindings hold halfValues)
   std::map<std::string, size_t> weightIndex_;
   std::map<std::string, int64_t> cacheLayer_;
   std::map<std::string, uint32_t> kernelBySource_;

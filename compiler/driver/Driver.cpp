@@ -83,6 +83,10 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     err << "gerbilc: error: --dtype must be f32 or f16, got '" << options.weightDtype << "'\n";
     return kExitUsage;
   }
+  if (options.kvDtype != "f32" && options.kvDtype != "f16") {
+    err << "gerbilc: error: --kv-dtype must be f32 or f16, got '" << options.kvDtype << "'\n";
+    return kExitUsage;
+  }
   std::string target = options.target;
   if (target == "auto") {
     target = autoTarget(err);
@@ -140,9 +144,15 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     }
 
     mlir::PassManager pm(&context);
-    mlir::gerbil::buildGerbilPipeline(pm, {options.weightDtype, prefillChunk, true, target,
-                                           options.fuseLogitsArgmax, options.prefetchBytes,
-                                           options.prefetchPageBytes});
+    mlir::gerbil::PipelineOptions pipeline;
+    pipeline.weightDtype = options.weightDtype;
+    pipeline.kvDtype = options.kvDtype;
+    pipeline.maxTokens = prefillChunk;
+    pipeline.target = target;
+    pipeline.fuseLogitsArgmax = options.fuseLogitsArgmax;
+    pipeline.prefetchBytes = options.prefetchBytes;
+    pipeline.prefetchPageBytes = options.prefetchPageBytes;
+    mlir::gerbil::buildGerbilPipeline(pm, pipeline);
     if (mlir::failed(pm.run(*module))) {
       err << "gerbilc: internal error: the pass pipeline failed:\n" << diagnostics;
       return kExitInternal;
@@ -180,6 +190,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
       for (const plan::Weight &w : plan.weights) summary->weightBytes += w.bytes();
       summary->arenaBytes = plan.arenaBytes;
       summary->kvCacheBytes = plan.kvCache.bytes;
+      summary->kvCacheDtype = plan::toString(plan.kvCache.dtype);
       summary->planBytes = planBytes;
       // Each weight counts once, whole or as the row a lookup reads: the decode attention's prefetch bindings
       // name weights that the gemvs after it read (from the L2 then), and a tied embedding is looked up and

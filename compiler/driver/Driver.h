@@ -14,6 +14,7 @@ struct CompileOptions {
   std::string outputPath;          // the plan (or "-" for stdout with --emit=mlir*)
   std::string emit = "plan";       // plan | mlir | mlir-opt | glsl
   std::string weightDtype = "f32"; // f32 | f16
+  std::string kvDtype = "f32";     // what the KV cache holds: f32 | f16
   std::string target = "generic";  // a target profile, or auto
   std::string archSpecDir;         // extra specs, searched before the built-in ones
   int64_t maxSequence = 0;         // 0: min(max_position_embeddings, 2048)
@@ -32,6 +33,7 @@ struct CompileSummary {
   uint64_t weightBytes = 0;
   uint64_t arenaBytes = 0;
   uint64_t kvCacheBytes = 0;
+  std::string kvCacheDtype; // f32 | f16
   uint64_t planBytes = 0;
   // What one decode token moves, from the decode schedule: weight bytes read (an embedding lookup reads one
   // row), activation bytes read and written, and KV-cache bytes attention reads per position of context.

@@ -27,7 +27,8 @@ public:
     for (const WeightDescription &w : model_.weights) declareWeight(w);
     for (int64_t i = 0; i < model_.numLayers; ++i)
       b_.create<gd::KVCacheOp>(loc(cacheName(i)), b_.getStringAttr(cacheName(i)), b_.getI64IntegerAttr(i),
-                                   b_.getI64IntegerAttr(model_.numKVHeads), b_.getI64IntegerAttr(model_.headDim));
+                               b_.getI64IntegerAttr(model_.numKVHeads), b_.getI64IntegerAttr(model_.headDim),
+                               /*element_type=*/mlir::TypeAttr());
     buildForward();
     return module;
   }

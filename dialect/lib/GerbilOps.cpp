@@ -87,7 +87,14 @@ LogicalResult WeightRefOp::verifySymbolUses(SymbolTableCollection &table) {
 LogicalResult KVCacheOp::verify() {
   if (static_cast<int64_t>(getLayer()) < 0 || static_cast<int64_t>(getNumKvHeads()) <= 0 || static_cast<int64_t>(getHeadDim()) <= 0)
     return emitOpError() << "layer must be >= 0, num_kv_heads and head_dim positive";
+  if (auto type = getElementType(); type && !type->isF32() && !type->isF16())
+    return emitOpError() << "element_type must be f32 or f16, not " << *type;
   return success();
+}
+
+Type KVCacheOp::deviceElementType() {
+  if (auto type = getElementType()) return *type;
+  return Float32Type::get(getContext());
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,6 +1,6 @@
-// Layout: the device dtype of every weight. Matrices take the requested dtype; vectors (norm weights,
-// biases) stay f32, being small and precision-sensitive. Every weight is row-major [rows, cols] on the
-// device, which the generic kernels read with coalesced loads along a row.
+// Layout: the device dtype of every weight, and what the KV caches hold. Matrices take the requested dtype;
+// vectors (norm weights, biases) stay f32, being small and precision-sensitive. Every weight is row-major
+// [rows, cols] on the device, which the generic kernels read with coalesced loads along a row.
 #include "gerbil/Dialect/GerbilDialect.h"
 #include "gerbil/Passes/Passes.h"
 
@@ -21,13 +21,16 @@ struct AssignLayoutPass : mlir::gerbil::impl::GerbilAssignLayoutBase<AssignLayou
 
   void runOnOperation() override {
     Builder b(&getContext());
-    Type matrixType;
-    if (dtype == "f32") matrixType = b.getF32Type();
-    else if (dtype == "f16") matrixType = b.getF16Type();
-    else {
-      getOperation().emitError() << "gerbil-assign-layout: dtype must be f32 or f16, got '" << dtype << "'";
-      return signalPassFailure();
-    }
+    auto typeNamed = [&](llvm::StringRef option, llvm::StringRef name) -> Type {
+      if (name == "f32") return b.getF32Type();
+      if (name == "f16") return b.getF16Type();
+      getOperation().emitError() << "gerbil-assign-layout: " << option << " must be f32 or f16, got '" << name
+                                 << "'";
+      return {};
+    };
+    Type matrixType = typeNamed("dtype", dtype), cacheType = typeNamed("kv-dtype", kvDtype);
+    if (!matrixType || !cacheType) return signalPassFailure();
+    for (auto cache : getOperation().getOps<KVCacheOp>()) cache.setElementTypeAttr(TypeAttr::get(cacheType));
     for (auto weight : getOperation().getOps<WeightOp>()) {
       auto type = llvm::cast<RankedTensorType>(weight.getType());
       // 16-bit weights are read two per 32-bit word, so their rows must have an even length.

@@ -4,7 +4,7 @@
 void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createGerbilVerifyModel());
   // Verification runs first, on the graph as generated; fusion rewrites it before dispatch formation.
-  pm.addPass(createGerbilAssignLayout(GerbilAssignLayoutOptions{options.weightDtype}));
+  pm.addPass(createGerbilAssignLayout(GerbilAssignLayoutOptions{options.weightDtype, options.kvDtype}));
   if (options.fuse) {
     pm.addNestedPass<func::FuncOp>(createGerbilFuseNormPrologue());
     pm.addNestedPass<func::FuncOp>(createGerbilFuseResidual());

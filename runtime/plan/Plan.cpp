@@ -612,12 +612,31 @@ uint32_t GridDim::evaluate(uint32_t tokens) const {
 
 // ---- Validation.
 
+namespace {
+// The cache holds f32 or f16 (kernels read f16 a value at a time: 16-bit storage), and its size is its
+// shape's, so that every layer's range the bindings name lies inside it.
+void validateKVCache(const Plan &plan, const std::string &what) {
+  const KVCache &kv = plan.kvCache;
+  if (!isKnown(kv.dtype)) throw PlanError(what + ": kvCache has an unknown dtype");
+  if (kv.dtype != DType::F32 && kv.dtype != DType::F16)
+    throw PlanError(what + ": kvCache holds " + toString(kv.dtype) + "; f32 or f16 are supported");
+  if (kv.dtype == DType::F16 && !plan.requires_.storageBuffer16BitAccess)
+    throw PlanError(what + ": an f16 kvCache needs requires.storageBuffer16BitAccess");
+  if (kv.numLayers < 0 || kv.numKVHeads < 0 || kv.headDim < 0)
+    throw PlanError(what + ": kvCache has a negative dimension");
+  const unsigned __int128 bytes = (unsigned __int128)2 * uint64_t(kv.numLayers) * uint64_t(kv.numKVHeads) *
+                                  plan.limits.maxSequence * uint64_t(kv.headDim) * byteSize(kv.dtype);
+  if (bytes != kv.bytes)
+    throw PlanError(what + ": kvCache.bytes is " + std::to_string(kv.bytes) +
+                    ", not 2 · layers · kv heads · " + "maxSequence · head dim · " +
+                    std::to_string(byteSize(kv.dtype)) + " bytes");
+}
+} // namespace
+
 void validate(const Plan &plan, const std::string &what) {
   if (plan.limits.maxSequence == 0) throw PlanError(what + ": limits.maxSequence must be > 0");
   if (plan.limits.prefillChunk == 0) throw PlanError(what + ": limits.prefillChunk must be > 0");
-  if (!isKnown(plan.kvCache.dtype)) throw PlanError(what + ": kvCache has an unknown dtype");
-  if (plan.kvCache.numLayers < 0 || plan.kvCache.numKVHeads < 0 || plan.kvCache.headDim < 0)
-    throw PlanError(what + ": kvCache has a negative dimension");
+  validateKVCache(plan, what);
   validateWeights(plan, what);
   validateKernels(plan, what);
   if (plan.inputIds.kind != BufferKind::Input)

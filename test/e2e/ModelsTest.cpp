@@ -67,12 +67,12 @@ protected:
 
   // Compiles the fixture (for the target profile GERBIL_E2E_TARGET names, generic by default); returns the
   // plan path.
-  fs::path compile(const std::string &dtype) {
-    fs::path plan = work_ / (dtype + ".plan");
+  fs::path compile(const std::string &dtype, const std::string &kvDtype) {
+    fs::path plan = work_ / (dtype + "-kv-" + kvDtype + ".plan");
     const char *targetVariable = std::getenv("GERBIL_E2E_TARGET");
     std::string target = targetVariable && *targetVariable ? targetVariable : "generic";
     std::string command = (binDir() / "gerbilc").string() + " " + (model_ / "config.json").string() + " -o " +
-                          plan.string() + " --dtype " + dtype;
+                          plan.string() + " --dtype " + dtype + " --kv-dtype " + kvDtype;
     command += " --target ";
     command += target;
     Result r = run(command);
@@ -89,10 +89,10 @@ protected:
     return r;
   }
 
-  void checkAgainstReference(const std::string &dtype, double tolerance) {
+  void checkAgainstReference(const std::string &dtype, double tolerance, const std::string &kvDtype = "f32") {
     SafetensorsFile reference((model_ / "reference.safetensors").string());
     const auto &ref = reference.tensors();
-    fs::path plan = compile(dtype);
+    fs::path plan = compile(dtype, kvDtype);
 
     // Every prompt position of one prefill.
     std::vector<int64_t> inputIds = ints(ref.at("input_ids"));
@@ -148,6 +148,12 @@ TEST_P(ModelTest, F32MatchesTransformers) { checkAgainstReference("f32", 1e-3); 
 // a near-tie of the reference that the tolerance allows either way (qwen3-tiny's third step: 50 ahead of
 // 406 by 0.0037, which folding the norm weights into f16 matrices turned round).
 TEST_P(ModelTest, F16KeepsGreedyTokens) { checkAgainstReference("f16", 0.1); }
+
+// And with the KV cache in f16 (--kv-dtype f16; transformers' own cache holds the model's dtype): the keys
+// and values rounded to f16 move these logits by much less than the weights' rounding; the same tolerance.
+TEST_P(ModelTest, F16CacheKeepsGreedyTokens) {
+  checkAgainstReference("f16", 0.1, "f16");
+}
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelTest,
                          ::testing::Values("llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "qwen3-tiny", "mistral-tiny",

@@ -559,6 +559,22 @@ TEST(Plan, ValidateRejectsBadWeightIndex) {
       << message;
 }
 
+// The cache holds f32 or f16, an f16 one only with 16-bit storage, and its bytes are its shape's.
+TEST(Plan, ValidateChecksTheKVCache) {
+  EXPECT_EQ(validateError([](Plan &p) { p.kvCache.dtype = DType::BF16; }),
+            "plan.bin: kvCache holds bf16; f32 or f16 are supported");
+  EXPECT_EQ(validateError([](Plan &p) { p.requires_.storageBuffer16BitAccess = false; }),
+            "plan.bin: an f16 kvCache needs requires.storageBuffer16BitAccess");
+  std::string message = validateError([](Plan &p) { p.kvCache.bytes /= 2; });
+  EXPECT_NE(message.find("kvCache.bytes is 32768, not 2 · layers"), std::string::npos) << message;
+  message = validateError([](Plan &p) { p.kvCache.dtype = DType::F32; }); // the bytes of f16
+  EXPECT_NE(message.find("head dim · 4 bytes"), std::string::npos) << message;
+  Plan f32Cache = makePlan();
+  f32Cache.kvCache.dtype = DType::F32;
+  f32Cache.kvCache.bytes *= 2;
+  EXPECT_NO_THROW(validate(f32Cache, "plan.bin"));
+}
+
 TEST(Plan, ValidateRejectsRangesOutsideTheirBuffer) {
   std::string message = validateError([](Plan &p) { p.prefill[1].bindings[3] = arena(p.arenaBytes - 4, 8); });
   EXPECT_NE(message.find("prefill dispatch 1 'layers.0.q_proj': binding 3: arena range"), std::string::npos)

@@ -337,6 +337,10 @@ int main(int argc, char **argv) {
       "BYTES[@STRIDE]: also read BYTES of a weight (every STRIDE bytes; default 16, every word) "
       "in workgroups of their own, as gerbil-prefetch-weights has it (repeatable, up to 8)");
 
+  std::string kvDtype = "f32";
+  attention->add_option("--kv-dtype", kvDtype, "What the KV cache holds (gerbilc --kv-dtype)")
+      ->check(CLI::IsMember({"f32", "f16"}));
+
   int64_t firstPosition = 0;
   CLI::App *prefillAttention = app.add_subcommand(
       "attention-prefill", "Prefill's causal attention of --tokens queries against the cache");
@@ -358,6 +362,8 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(1, 8));
   prefillAttention->add_option("--key-tile", keyTile,
                                "Keys staged at a time (tensor cores; default: the catalog's)");
+  prefillAttention->add_option("--kv-dtype", kvDtype, "What the KV cache holds (gerbilc --kv-dtype)")
+      ->check(CLI::IsMember({"f32", "f16"}));
 
   bench::SyncOptions sync;
   CLI::App *syncCommand = app.add_subcommand(
@@ -519,11 +525,13 @@ int main(int argc, char **argv) {
       spec.keyTile = keyTile;
       spec.halfResult = halfResult;
       codegen::KernelSource source = codegen::attentionKernel(spec, coop);
+      if (kvDtype == "f16") codegen::holdCacheInHalf(source);
+      const plan::DType cacheType = kvDtype == "f16" ? plan::DType::F16 : plan::DType::F32;
       const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
       const size_t rows = static_cast<size_t>(tokens * heads * headDim);
       std::vector<BindingData> data = {{randomBytes(rows, plan::DType::F32, 1)},
-                                       {randomBytes(cache, plan::DType::F32, 2), true},
-                                       {randomBytes(cache, plan::DType::F32, 3), true},
+                                       {randomBytes(cache, cacheType, 2), true},
+                                       {randomBytes(cache, cacheType, 3), true},
                                        {std::vector<uint8_t>(rows * 4)}};
       if (coop) { // the key splits' scratch, counters zeroed
         const codegen::AttentionScratch scratch = codegen::coopAttentionScratch(spec, tokens);
@@ -546,6 +554,7 @@ int main(int argc, char **argv) {
                   {"key_splits", coop ? codegen::attentionGrid(spec, 1, true)[2] : 1u},
                   {"half_result", halfResult},
                   {"key_tile", keyTile},
+                  {"kv_dtype", kvDtype},
                   {"ms", ms},
                   {"tflops", 4.0 * keys * double(headDim) * double(heads) / (ms * 1e9)}});
     } else {
@@ -574,14 +583,16 @@ int main(int argc, char **argv) {
                                  std::to_string(bench.info().minSubgroupSize) + " lanes");
       codegen::DecodeAttentionKernel kernel =
           codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps, ranges, scoreLanes);
+      if (kvDtype == "f16") codegen::holdCacheInHalf(kernel.source);
+      const plan::DType cacheType = kvDtype == "f16" ? plan::DType::F16 : plan::DType::F32;
       if (kernel.source.sharedMemoryBytes > bench.info().maxSharedMemoryBytes)
         throw std::runtime_error("the kernel's " + std::to_string(kernel.source.sharedMemoryBytes) +
                                  " bytes of shared memory exceed the device's " +
                                  std::to_string(bench.info().maxSharedMemoryBytes) + " (fewer --warps)");
       const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
       std::vector<BindingData> data = {{randomBytes(heads * headDim, plan::DType::F32, 1)},
-                                       {randomBytes(cache, plan::DType::F32, 2), true},
-                                       {randomBytes(cache, plan::DType::F32, 3), true},
+                                       {randomBytes(cache, cacheType, 2), true},
+                                       {randomBytes(cache, cacheType, 3), true},
                                        {std::vector<uint8_t>(heads * headDim * 4)},
                                        {std::vector<uint8_t>(kernel.scratchPartialBytes)},
                                        {std::vector<uint8_t>(kernel.scratchCounterBytes), false, true}};
@@ -592,7 +603,7 @@ int main(int argc, char **argv) {
       for (const codegen::PrefetchRange &r : ranges) prefetched.push_back({r.bytes, r.stride});
       bench.setPosition(static_cast<uint32_t>(position));
       double ms = bench.time(kernel.source, data, kernel.grid, 1);
-      double bytes = 2.0 * kvHeads * (position + 1) * headDim * 4;
+      double bytes = 2.0 * kvHeads * (position + 1) * headDim * plan::byteSize(cacheType);
       out.update(
           {{"kernel", "attention-decode"},
            {"heads", heads},
@@ -603,6 +614,7 @@ int main(int argc, char **argv) {
            {"workgroups", kernel.grid[0] * kernel.grid[1]},
            {"score_lanes", scoreLanes ? scoreLanes : codegen::decodeScoreLanes(spec, options.subgroupOps)},
            {"prefetch", prefetched},
+           {"kv_dtype", kvDtype},
            {"ms", ms},
            {"gb_per_s", bytes / (ms * 1e6)}});
     }

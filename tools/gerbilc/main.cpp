@@ -19,6 +19,9 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"plan", "mlir", "mlir-opt", "glsl"}));
   app.add_option("--dtype", options.weightDtype, "Device dtype of the weight matrices")
       ->check(CLI::IsMember({"f32", "f16"}));
+  app.add_option("--kv-dtype", options.kvDtype,
+                 "What the KV cache holds: f32, or f16 (half the memory; attention computes in f32)")
+      ->check(CLI::IsMember({"f32", "f16"}));
   app.add_option("--max-seq", options.maxSequence,
                  "KV cache length (default: min(max_position_embeddings, 2048))")
       ->check(gerbil::cli::number(1, false, 2147483647));
@@ -89,7 +92,8 @@ int main(int argc, char **argv) {
     std::printf("distinct kernels   %lld\n", static_cast<long long>(summary.kernels));
     std::printf("weights            %.1f MiB on the device\n", mib(summary.weightBytes));
     std::printf("activation arena   %.1f MiB\n", mib(summary.arenaBytes));
-    std::printf("kv cache           %.1f MiB\n", mib(summary.kvCacheBytes));
+    std::printf("kv cache           %.1f MiB of %s\n", mib(summary.kvCacheBytes),
+                summary.kvCacheDtype.c_str());
     std::printf("plan file          %.1f MiB\n", mib(summary.planBytes));
   }
   return code;

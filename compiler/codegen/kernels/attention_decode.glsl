@@ -98,7 +98,7 @@ shared float partials_[WORKGROUP];
 // Dims 4v..4v+3 of a cached key or value row (zeros past HEAD_DIM).
 vec4 cachedVec(uint row, uint v, bool value) {
 #if D_VEC4
-  return value ? v_cache_v4[row * DIM_VECS + v] : k_cache_v4[row * DIM_VECS + v];
+  return value ? vec4(v_cache_v4[row * DIM_VECS + v]) : vec4(k_cache_v4[row * DIM_VECS + v]);  // f16 or f32
 #else
   vec4 r = vec4(0.0);
   [[unroll]] for (uint c = 0; c < 4u; ++c)

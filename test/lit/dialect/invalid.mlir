@@ -213,3 +213,9 @@ func.func @prefetch_stride_alone(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   }
   return %r : tensor<?x8xf32>
 }
+
+// -----
+
+// The cache holds f32 or f16 values on the device.
+// expected-error @+1 {{element_type must be f32 or f16, not 'bf16'}}
+gerbil.kv_cache @kv0 {layer = 0 : i64, num_kv_heads = 1 : i64, head_dim = 4 : i64, element_type = bf16}

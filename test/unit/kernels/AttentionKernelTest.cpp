@@ -74,6 +74,8 @@ protected:
           for (int64_t d = 0; d < dim; ++d) keys[at * dim + d] *= 256;
     }
 
+    if (halfCache_) roundToHalf(keys, values);
+
     std::vector<double> expected(q.size());
     for (uint32_t i = 0; i < t; ++i)
       for (int64_t h = 0; h < heads; ++h)
@@ -81,6 +83,9 @@ protected:
                            &expected[(i * heads + h) * dim]);
 
     codegen::KernelSource source = codegen::attentionKernel(spec, coop);
+    if (halfCache_) {
+      ASSERT_EQ(codegen::holdCacheInHalf(source), 2);
+    }
     if (c.rescaleSlack) source.defines.emplace_back("RESCALE_SLACK", c.rescaleSlack);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "attention test kernel");
     if (coop && !hasCooperativeMatrix()) {
@@ -90,8 +95,8 @@ protected:
     ASSERT_LE(source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<vk::Buffer> buffers;
     buffers.push_back(upload(q, "q"));
-    buffers.push_back(upload(keys, "k_cache"));
-    buffers.push_back(upload(values, "v_cache"));
+    buffers.push_back(uploadCache(keys, "k_cache"));
+    buffers.push_back(uploadCache(values, "v_cache"));
     buffers.push_back(output(q.size(), "result"));
     const codegen::AttentionScratch scratch =
         coop ? codegen::coopAttentionScratch(spec, t) : codegen::AttentionScratch{};
@@ -114,8 +119,8 @@ protected:
       for (size_t i = 0; i < result.size(); ++i)
         ASSERT_NEAR(result[i], expected[i], tolerance)
             << "T=" << t << " start=" << c.start << " head_dim=" << dim << " window=" << spec.window
-            << " coop=" << coop << " key splits=" << spec.keySplits << " key tile=" << spec.keyTile
-            << " launch " << launch << ": element " << i;
+            << " coop=" << coop << " f16 cache=" << halfCache_ << " key splits=" << spec.keySplits
+            << " key tile=" << spec.keyTile << " launch " << launch << ": element " << i;
       if (coop) {
         std::vector<int32_t> counters(scratch.counterBytes / 4);
         ctx_->download(buffers[5], 0, counters.data(), scratch.counterBytes);
@@ -123,6 +128,20 @@ protected:
       }
     }
   }
+
+  // gerbilc --kv-dtype f16: the cache holds the keys and values rounded to f16, which the reference then
+  // reads too (the kernels compute in f32 as with an f32 cache, so the tolerances stay).
+  static void roundToHalf(std::vector<float> &keys, std::vector<float> &values) {
+    for (std::vector<float> *cache : {&keys, &values})
+      for (float &v : *cache) v = static_cast<float>(static_cast<_Float16>(v));
+  }
+  vk::Buffer uploadCache(const std::vector<float> &cache, const std::string &name) {
+    if (!halfCache_) return upload(cache, name);
+    const std::vector<uint8_t> bytes = packWeights(cache, plan::DType::F16);
+    return upload(bytes.data(), bytes.size(), name);
+  }
+
+  bool halfCache_ = false;
 };
 
 // Decode: the query at `position` against the cache, split over the cached positions; each case runs
@@ -152,6 +171,7 @@ protected:
       for (int64_t p = c.position + 1; p < seq; ++p)
         for (int64_t d = 0; d < dim; ++d)
           keys[(h * seq + p) * dim + d] = values[(h * seq + p) * dim + d] = std::nanf("");
+    if (halfCache_) roundToHalf(keys, values);
 
     std::vector<double> expected(q.size());
     for (int64_t h = 0; h < heads; ++h)
@@ -159,13 +179,16 @@ protected:
 
     codegen::DecodeAttentionKernel kernel =
         codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps, prefetch, scoreLanes);
+    if (halfCache_) {
+      ASSERT_EQ(codegen::holdCacheInHalf(kernel.source), 2);
+    }
     ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<uint32_t> spirv =
         compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
     std::vector<vk::Buffer> buffers;
     buffers.push_back(upload(q, "q"));
-    buffers.push_back(upload(keys, "k_cache"));
-    buffers.push_back(upload(values, "v_cache"));
+    buffers.push_back(uploadCache(keys, "k_cache"));
+    buffers.push_back(uploadCache(values, "v_cache"));
     buffers.push_back(output(q.size(), "result"));
     buffers.push_back(ctx_->createBuffer(kernel.scratchPartialBytes, "partial"));
     buffers.push_back(ctx_->createBuffer(kernel.scratchCounterBytes, "counters"));
@@ -185,7 +208,8 @@ protected:
         ASSERT_NEAR(result[i], expected[i], 1e-4)
             << "heads=" << heads << "/" << kvHeads << " head_dim=" << dim << " position=" << c.position
             << " window=" << spec.window << " subgroup ops=" << subgroupOps << " query heads " << queryHeads
-            << " warps " << warps << " score lanes " << scoreLanes << " run " << run << ": element " << i;
+            << " warps " << warps << " score lanes " << scoreLanes << " f16 cache " << halfCache_ << " run "
+            << run << ": element " << i;
       std::vector<int32_t> counters(kernel.scratchCounterBytes / 4);
       ctx_->download(buffers[5], 0, counters.data(), kernel.scratchCounterBytes);
       for (int32_t counter : counters) ASSERT_EQ(counter, 0) << "a column's counter was left behind";
@@ -283,6 +307,24 @@ TEST_F(DecodeAttentionKernelTest, PrefetchingWorkgroupsLeaveTheResultAsItIs) {
         {{256 << 10}, {16, 4096}, {4096, 4096}, {8192, 4096}, {300 << 10, 65536}, {32}, {48}, {64, 32}});
 }
 
+// gerbilc --kv-dtype f16: the decode kernel reads an f16 cache (f16vec4 loads), with keys whose scores
+// lanes share and a key per lane, keys and values loaded together (head dim 64) and apart (128), over
+// several splits, rows that are no multiple of 4 (a value at a time), both reduction paths.
+TEST_F(DecodeAttentionKernelTest, HalfCacheMatchesTheReference) {
+  halfCache_ = true;
+  const DecodeCase cases[] = {{{14, 2, 64, 400, 0.125, 0}, 191},
+                              {{32, 8, 128, 400, 0.088, 0}, 300},
+                              {{64, 64, 16, 2100, 0.25, 0}, 2099},
+                              {{6, 2, 18, 400, 0.2, 0}, 45}};
+  for (const DecodeCase &c : cases) {
+    check(c, true);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  check(cases[1], true, 0, 0, {}, 1);
+  ASSERT_FALSE(HasFatalFailure());
+  check(cases[0], false);
+}
+
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
   // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.
   const AttentionCase cases[] = {
@@ -312,6 +354,24 @@ TEST_F(AttentionKernelTest, PrefillOnCooperativeMatricesMatchesTheReference) {
     check(c, true);
     ASSERT_FALSE(HasFatalFailure());
   }
+}
+
+// gerbilc --kv-dtype f16: both prefill kernels read an f16 cache (the tensor-core one with f16vec4 loads;
+// compiled and validated only where the device has no cooperative matrices).
+TEST_F(AttentionKernelTest, PrefillReadsAHalfCache) {
+  halfCache_ = true;
+  const AttentionCase cases[] = {{{4, 2, 32, 160, 0.17, 0}, 37, 50}, {{3, 3, 72, 160, 0.11, 0}, 45, 20}};
+  for (const AttentionCase &c : cases) {
+    check(c);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
+
+TEST_F(AttentionKernelTest, PrefillOnCooperativeMatricesReadsAHalfCache) {
+  halfCache_ = true;
+  check({{4, 2, 128, 300, 0.088, 0}, 37, 150}, true);
+  ASSERT_FALSE(HasFatalFailure());
+  check({{4, 2, 64, 300, 0.125, 40}, 150, 20}, true);
 }
 
 TEST_F(AttentionKernelTest, PrefillKeySplitsMatchTheReference) {

@@ -18,7 +18,9 @@ struct RopeCase {
 
 class RopeKernelTest : public KernelTestBase {
 protected:
-  void check(const RopeCase &c) {
+  // halfCache: the cache holds f16 (gerbilc --kv-dtype f16); the keys and values written must be the
+  // reference's rounded to f16.
+  void check(const RopeCase &c, bool halfCache = false) {
     const int64_t seq = 64, qRow = c.qHeads * c.headDim, kvRow = c.kvHeads * c.headDim;
     codegen::RotarySpec rotary;
     rotary.headDim = c.headDim;
@@ -45,23 +47,32 @@ protected:
     };
 
     codegen::KernelSource source = codegen::ropeAppendKernel(rotary, c.qHeads, c.kvHeads, seq);
+    if (halfCache) {
+      ASSERT_EQ(codegen::holdCacheInHalf(source), 2);
+    }
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "rope_append test kernel");
     std::vector<vk::Buffer> buffers;
     buffers.push_back(upload(q, "q"));
     buffers.push_back(upload(k, "k"));
     buffers.push_back(upload(v, "v"));
     buffers.push_back(output(q.size(), "result"));
-    buffers.push_back(upload(cacheBefore, "k_cache"));
-    buffers.push_back(upload(cacheBefore, "v_cache"));
+    const std::vector<uint8_t> cacheBytes =
+        packWeights(cacheBefore, halfCache ? plan::DType::F16 : plan::DType::F32);
+    buffers.push_back(upload(cacheBytes.data(), cacheBytes.size(), "k_cache"));
+    buffers.push_back(upload(cacheBytes.data(), cacheBytes.size(), "v_cache"));
     buffers.push_back(state(c.start));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
     const uint32_t columns = codegen::ropeAppendColumns(rotary, c.qHeads, c.kvHeads);
     run(spirv, buffers, {c.tokens, columns, 1}, c.tokens, "rope_append test kernel");
 
     std::vector<float> result = download(buffers[3], q.size()),
-                       keys = download(buffers[4], cacheBefore.size()),
-                       values = download(buffers[5], cacheBefore.size());
+                       keys = download(buffers[4], cacheBefore.size(), halfCache),
+                       values = download(buffers[5], cacheBefore.size(), halfCache);
     const double tolerance = 1e-4 * (1.0 + double(c.start + c.tokens) / 16.0);
+    // What the cache holds of a value: itself, or with halfCache its f16 rounding (a rotated key's f32 result
+    // may lie either side of a rounding boundary: one f16 step of 2 at most, 2^-10 · 2).
+    auto cached = [&](double value) { return halfCache ? double(static_cast<_Float16>(value)) : value; };
+    const double keyTolerance = halfCache ? tolerance + std::ldexp(2.0, -10) : tolerance;
     for (uint32_t t = 0; t < c.tokens; ++t) {
       const uint32_t position = c.start + t;
       for (int64_t h = 0; h < c.qHeads; ++h)
@@ -72,9 +83,10 @@ protected:
       for (int64_t h = 0; h < c.kvHeads; ++h)
         for (int64_t d = 0; d < c.headDim; ++d) {
           const size_t slot = (h * seq + position) * c.headDim + d;
-          ASSERT_NEAR(keys[slot], rotate(&k[t * kvRow + h * c.headDim], d, position), tolerance)
+          ASSERT_NEAR(keys[slot], cached(rotate(&k[t * kvRow + h * c.headDim], d, position)), keyTolerance)
               << "key token " << t << " head " << h << " dim " << d;
-          ASSERT_EQ(values[slot], v[t * kvRow + h * c.headDim + d]) << "value token " << t << " head " << h;
+          ASSERT_EQ(values[slot], cached(v[t * kvRow + h * c.headDim + d]))
+              << "value token " << t << " head " << h;
         }
     }
     // Positions outside the step are untouched.
@@ -98,6 +110,12 @@ TEST_F(RopeKernelTest, RopeAppendMatchesTheReference) {
     check(c);
     ASSERT_FALSE(HasFatalFailure());
   }
+}
+
+TEST_F(RopeKernelTest, RopeAppendWritesAHalfCache) {
+  check({14, 2, 64, 64, 3, 40}, true);
+  ASSERT_FALSE(HasFatalFailure());
+  check({3, 1, 24, 8, 9, 20}, true); // values written one at a time, two to a 32-bit word
 }
 
 TEST_F(RopeKernelTest, RefusesAnOddRotaryDim) {

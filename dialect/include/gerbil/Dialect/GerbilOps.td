@@ -46,9 +46,18 @@ def Gerbil_WeightRefOp : Gerbil_Op<"weight_ref",
 
 def Gerbil_KVCacheOp : Gerbil_Op<"kv_cache", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let summary = "The key/value cache of one attention layer (layout LHSd)";
-  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$layer, I64Attr:$num_kv_heads, I64Attr:$head_dim);
+  let description = [{
+    `element_type` is the type the cache holds on the device: f32 (also when absent) or f16, which
+    gerbil-assign-layout chooses (its `kv-dtype`); the kernels that read and write it compute in f32.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$layer, I64Attr:$num_kv_heads, I64Attr:$head_dim,
+                       OptionalAttr<TypeAttr>:$element_type);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The element type on the device: element_type, f32 where it is absent.
+    ::mlir::Type deviceElementType();
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -16,6 +16,7 @@ namespace mlir::gerbil {
 
 struct PipelineOptions {
   std::string weightDtype = "f32";
+  std::string kvDtype = "f32"; // what the KV cache holds
   int64_t maxTokens = 512;
   bool fuse = true;
   std::string target = "generic"; // a TargetProfile name

@@ -22,10 +22,11 @@ def GerbilAssignLayout : Pass<"gerbil-assign-layout", "::mlir::ModuleOp"> {
   let description = [{
     Sets `device_dtype` on each `gerbil.weight`: the element type the runtime converts the checkpoint
     tensor to at load. Norm weights and biases stay f32 (they are small and precision-sensitive); matrices
-    take the requested dtype.
+    take the requested dtype. Sets `element_type` on each `gerbil.kv_cache`: `kv-dtype`.
   }];
   let options = [
-    Option<"dtype", "dtype", "std::string", "\"f32\"", "Device dtype of weight matrices: f32 or f16">
+    Option<"dtype", "dtype", "std::string", "\"f32\"", "Device dtype of weight matrices: f32 or f16">,
+    Option<"kvDtype", "kv-dtype", "std::string", "\"f32\"", "What the KV cache holds: f32 or f16">
   ];
 }
 
