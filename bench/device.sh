@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine in one call (see bench/README.md): checks the fixtures against transformers'
+# Runs on the GPU machine in one call (see BENCHMARKS.md's opening): checks the fixtures against transformers'
 # references, benchmarks gerbil on real-size configs with random f16 weights, runs transformers on the same
 # configs and measures copy bandwidth. Everything it needs was put into .device/ by bench/prepare.sh.
 # Results go to $OUT (one results.tgz).

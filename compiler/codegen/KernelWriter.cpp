@@ -3,6 +3,7 @@
 #include "compiler/codegen/ShaderCompiler.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string_view>
 
@@ -90,6 +91,42 @@ std::string writeKernel(const KernelSource &kernel) {
   for (const std::string &library : kernel.libraries) text += kernelFile(library);
   text += kernelFile(kernel.templateFile);
   return text;
+}
+
+KernelDefine parseKernelDefine(const std::string &text) {
+  KernelDefine define;
+  size_t colon = text.find(':'), eq = text.find('=');
+  if (colon != std::string::npos && (eq == std::string::npos || colon < eq)) {
+    define.family = text.substr(0, colon);
+    bool known = false;
+    for (const auto &[file, source] : gerbilKernelSources()) known = known || file == define.family + ".glsl";
+    if (!known)
+      throw CodegenError("'" + text + "': no kernel family '" + define.family +
+                         "' (the templates' names, e.g. attention_decode, gemv, matmul_coop)");
+  }
+  const size_t nameStart = define.family.empty() ? 0 : colon + 1;
+  define.name = text.substr(nameStart, eq == std::string::npos ? std::string::npos : eq - nameStart);
+  define.value = eq == std::string::npos ? "1" : text.substr(eq + 1);
+  const bool identifier = !define.name.empty() && !std::isdigit(static_cast<unsigned char>(define.name[0])) &&
+                          std::all_of(define.name.begin(), define.name.end(), [](char c) {
+                            return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                          });
+  if (!identifier) throw CodegenError("'" + text + "': '" + define.name + "' is not a macro name");
+  if (define.value.find('\n') != std::string::npos)
+    throw CodegenError("'" + define.name + "': the value spans lines");
+  return define;
+}
+
+bool appliesTo(const KernelDefine &define, const KernelSource &kernel) {
+  return define.family.empty() || kernel.templateFile == define.family + ".glsl";
+}
+
+void setDefine(KernelSource &kernel, const std::string &name, const std::string &value) {
+  auto same = [&](const auto &define) { return define.first == name; };
+  if (auto it = std::find_if(kernel.defines.begin(), kernel.defines.end(), same); it != kernel.defines.end())
+    it->second = value;
+  else
+    kernel.defines.emplace_back(name, value);
 }
 
 void holdHalfValues(KernelBinding &binding) {

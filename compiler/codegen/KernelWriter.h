@@ -61,6 +61,19 @@ struct KernelSource {
 // Throws CodegenError when the template does not exist.
 std::string writeKernel(const KernelSource &kernel);
 
+// A #define for kernels of one family (its template's name without .glsl; empty: every kernel), as
+// gerbilc --kernel-define and gerbil-kernel-bench --define give them: variants a template reads with
+// #ifndef defaults, to time against the plan's own.
+struct KernelDefine {
+  std::string family, name, value;
+};
+// "[FAMILY:]NAME[=VALUE]" (VALUE 1 when absent); throws CodegenError for a name that is not an identifier or
+// a family no template has.
+KernelDefine parseKernelDefine(const std::string &text);
+bool appliesTo(const KernelDefine &define, const KernelSource &kernel);
+// Sets NAME to VALUE: replaces codegen's value where it defines NAME (a second #define would not compile).
+void setDefine(KernelSource &kernel, const std::string &name, const std::string &value);
+
 // Makes a binding hold 16-bit values addressed one at a time (KernelBinding::halfValues).
 void holdHalfValues(KernelBinding &binding);
 // Stores the kernel's KV-cache bindings (k_cache, v_cache) in f16; returns how many it has.

@@ -1032,7 +1032,9 @@ private:
     return grid;
   }
 
-  uint32_t kernelIndex(const KernelSource &source, const std::string &family, const std::string &label) {
+  uint32_t kernelIndex(KernelSource source, const std::string &family, const std::string &label) {
+    for (const KernelDefine &define : options_.kernelDefines)
+      if (appliesTo(define, source)) setDefine(source, define.name, define.value);
     std::string glsl = writeKernel(source);
     if (auto it = kernelBySource_.find(glsl); it != kernelBySource_.end()) return it->second;
     plan::Kernel kernel;

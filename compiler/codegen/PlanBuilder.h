@@ -2,12 +2,14 @@
 // specialised, validated SPIR-V kernel per distinct dispatch.
 #pragma once
 
+#include "compiler/codegen/KernelWriter.h"
 #include "runtime/plan/Plan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace gerbil::codegen {
 
@@ -18,6 +20,8 @@ struct CodegenOptions {
   // Kernels that can reduce with subgroup operations do (the plan then requires subgroup arithmetic);
   // off, they reduce through shared memory only, for devices without it.
   bool subgroupOps = true;
+  // Variants of the kernels (gerbilc --kernel-define), applied after codegen's own defines.
+  std::vector<KernelDefine> kernelDefines;
 };
 
 // Throws CodegenError naming the dispatch at fault.

@@ -87,6 +87,14 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     err << "gerbilc: error: --kv-dtype must be f32 or f16, got '" << options.kvDtype << "'\n";
     return kExitUsage;
   }
+  std::vector<codegen::KernelDefine> kernelDefines;
+  try {
+    for (const std::string &text : options.kernelDefines)
+      kernelDefines.push_back(codegen::parseKernelDefine(text));
+  } catch (const codegen::CodegenError &e) {
+    err << "gerbilc: error: --kernel-define " << e.what() << "\n";
+    return kExitUsage;
+  }
   std::string target = options.target;
   if (target == "auto") {
     target = autoTarget(err);
@@ -162,8 +170,11 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
       return kExitOk;
     }
 
-    codegen::CodegenOptions codegenOptions{target, maxSequence};
+    codegen::CodegenOptions codegenOptions;
+    codegenOptions.target = target;
+    codegenOptions.maxSequence = maxSequence;
     codegenOptions.subgroupOps = options.subgroupOps;
+    codegenOptions.kernelDefines = kernelDefines;
     std::ostringstream glsl;
     if (options.emit == "glsl") codegenOptions.glsl = &glsl;
     plan::Plan plan = codegen::buildPlan(*module, codegenOptions);

@@ -112,14 +112,8 @@ public:
   double time(codegen::KernelSource source, const std::vector<BindingData> &data,
               std::array<uint32_t, 3> grid, uint32_t tokens) {
     // A --define of a name codegen defines replaces codegen's value (a second #define would not compile).
-    for (const auto &[name, value] : bench::parseDefines(options_.defines)) {
-      auto same = [&](const auto &define) { return define.first == name; };
-      if (auto it = std::find_if(source.defines.begin(), source.defines.end(), same);
-          it != source.defines.end())
-        it->second = value;
-      else
-        source.defines.emplace_back(name, value);
-    }
+    for (const auto &[name, value] : bench::parseDefines(options_.defines))
+      codegen::setDefine(source, name, value);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "benchmarked kernel");
     uint64_t rotatedBytes = 0;
     for (const BindingData &b : data)

@@ -22,6 +22,10 @@ int main(int argc, char **argv) {
   app.add_option("--kv-dtype", options.kvDtype,
                  "What the KV cache holds: f32, or f16 (half the memory; attention computes in f32)")
       ->check(CLI::IsMember({"f32", "f16"}));
+  app.add_option(
+      "--kernel-define", options.kernelDefines,
+      "Developers: a #define for the kernels of a family, [FAMILY:]NAME[=VALUE] (FAMILY: a template's "
+      "name, e.g. attention_decode; none: every kernel), to time a variant in a model (repeatable)");
   app.add_option("--max-seq", options.maxSequence,
                  "KV cache length (default: min(max_position_embeddings, 2048))")
       ->check(gerbil::cli::number(1, false, 2147483647));

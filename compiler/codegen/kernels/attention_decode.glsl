@@ -74,6 +74,12 @@ const uint STAGE_VECS = KEY_GROUP_VECS > QH * DIM_VECS ? KEY_GROUP_VECS : QH * D
 #ifndef ATTENTION_DIAG_ONE_SPLIT
 #define ATTENTION_DIAG_ONE_SPLIT 0
 #endif
+// ATTENTION_EARLY_VALUES (gerbil-kernel-bench --define, gerbilc --kernel-define; not timed in a model yet):
+// with keys and values apart (heads of 128 dims), the values' loads go out as soon as the keys' registers
+// are free, so that their trip to memory overlaps the block's softmax and its barrier, instead of after them.
+#ifndef ATTENTION_EARLY_VALUES
+#define ATTENTION_EARLY_VALUES 0
+#endif
 #define DIAG_EXIT(n, value)                                                             \
   if (ATTENTION_DIAG_EXIT == n) {                                                       \
     if (gl_LocalInvocationID.x == 0u) store_result(gl_WorkGroupID.x * HEAD_DIM, value); \
@@ -324,6 +330,7 @@ void main() {
 #endif
     [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = live ? score[h] : NO_SCORE;
     DIAG_EXIT(2, score[0])
+    if (!V_WITH_K && ATTENTION_EARLY_VALUES != 0) loadValues(values, rows, block, count, lane);
 
     float blockMax[QH] = score;
     reduceWarp(blockMax, true, warp, lane);
@@ -340,7 +347,7 @@ void main() {
 
     [[unroll]] for (uint h = 0; h < QH; ++h)
       [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] *= correction[h];
-    if (!V_WITH_K) loadValues(values, rows, block, count, lane);
+    if (!V_WITH_K && ATTENTION_EARLY_VALUES == 0) loadValues(values, rows, block, count, lane);
     [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i)
       if (rowLane + i * ROW_LANES < DIM_VECS)
         [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j)

@@ -182,6 +182,7 @@ protected:
     if (halfCache_) {
       ASSERT_EQ(codegen::holdCacheInHalf(kernel.source), 2);
     }
+    for (const auto &[name, value] : defines_) codegen::setDefine(kernel.source, name, value);
     ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<uint32_t> spirv =
         compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
@@ -215,6 +216,9 @@ protected:
       for (int32_t counter : counters) ASSERT_EQ(counter, 0) << "a column's counter was left behind";
     }
   }
+
+  // Variants of the kernel (gerbilc --kernel-define attention_decode:NAME=VALUE).
+  std::vector<std::pair<std::string, std::string>> defines_;
 };
 
 TEST_F(DecodeAttentionKernelTest, MatchesTheReference) {
@@ -323,6 +327,24 @@ TEST_F(DecodeAttentionKernelTest, HalfCacheMatchesTheReference) {
   check(cases[1], true, 0, 0, {}, 1);
   ASSERT_FALSE(HasFatalFailure());
   check(cases[0], false);
+}
+
+// ATTENTION_EARLY_VALUES: heads of 128 dims (keys and values apart) issue the values' loads before the
+// block's softmax: one block, several rounds and splits, both reduction paths, an f16 cache.
+TEST_F(DecodeAttentionKernelTest, EarlyValuesMatchTheReference) {
+  defines_ = {{"ATTENTION_EARLY_VALUES", "1"}};
+  const DecodeCase cases[] = {{{32, 8, 128, 400, 0.088, 0}, 20},
+                              {{32, 8, 128, 400, 0.088, 0}, 300},
+                              {{8, 8, 128, 1100, 0.088, 0}, 1000},
+                              {{4, 2, 64, 400, 0.125, 100}, 350}};
+  for (const DecodeCase &c : cases) {
+    check(c, true);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  check(cases[1], false);
+  ASSERT_FALSE(HasFatalFailure());
+  halfCache_ = true;
+  check(cases[2], true);
 }
 
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
