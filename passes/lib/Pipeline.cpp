@@ -27,9 +27,7 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
   GerbilPrefetchWeightsOptions prefetch;
   prefetch.bytes = chosen(options.prefetchBytes, &TargetProfile::decodePrefetchBytes);
   prefetch.pageBytes = chosen(options.prefetchPageBytes, &TargetProfile::decodePrefetchPageBytes);
-  prefetch.minLaunchBytes = threshold(options.prefetchBytes, &TargetProfile::decodePrefetchMinLaunchBytes);
-  prefetch.smallLaunchBytes =
-      threshold(options.prefetchBytes, &TargetProfile::decodePrefetchSmallLaunchBytes);
+  prefetch.maxLaunchBytes = threshold(options.prefetchBytes, &TargetProfile::decodePrefetchMaxLaunchBytes);
   prefetch.minModelBytes = threshold(options.prefetchPageBytes, &TargetProfile::decodePrefetchMinModelBytes);
   pm.addNestedPass<func::FuncOp>(createGerbilPrefetchWeights(prefetch));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));

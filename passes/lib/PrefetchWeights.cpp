@@ -63,13 +63,14 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
 
   void runOnOperation() override {
     if (bytes < 0 || dataLaunches < 0 || pageBytes < 0 || pageBytes % kPrefetchGranule != 0 ||
-        minLaunchBytes < 0 || smallLaunchBytes < 0 || minModelBytes < 0) {
-      getOperation().emitError()
-          << "gerbil-prefetch-weights: bytes, data-launches, min-launch-bytes, small-launch-bytes and "
-             "min-model-bytes must not be negative and page-bytes must be a multiple of 16, got "
-          << static_cast<int64_t>(bytes) << ", " << static_cast<int64_t>(dataLaunches) << ", "
-          << static_cast<int64_t>(minLaunchBytes) << ", " << static_cast<int64_t>(smallLaunchBytes) << ", "
-          << static_cast<int64_t>(minModelBytes) << " and " << static_cast<int64_t>(pageBytes);
+        maxLaunchBytes < 0 || minModelBytes < 0) {
+      getOperation().emitError() << "gerbil-prefetch-weights: bytes, data-launches, max-launch-bytes and "
+                                    "min-model-bytes must not be "
+                                    "negative and page-bytes must be a multiple of 16, got "
+                                 << static_cast<int64_t>(bytes) << ", " << static_cast<int64_t>(dataLaunches)
+                                 << ", " << static_cast<int64_t>(maxLaunchBytes) << ", "
+                                 << static_cast<int64_t>(minModelBytes) << " and "
+                                 << static_cast<int64_t>(pageBytes);
       return signalPassFailure();
     }
     pages_ = pageBytes > 0 && modelBytes() >= minModelBytes;
@@ -118,7 +119,7 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
       int64_t total = 0;
       for (const Matrix &m : matrices) total += m.bytes;
       // Mid-sized launches save no more than the attention waits for their bytes.
-      if (total < minLaunchBytes && total > smallLaunchBytes) continue;
+      if (maxLaunchBytes > 0 && total > maxLaunchBytes) continue;
       // What does not all fit is shared out equally: a grouped projection's workgroups read the same rows
       // of each of its matrices.
       const int64_t share = total <= left ? 0 : roundDown(left / static_cast<int64_t>(matrices.size()));

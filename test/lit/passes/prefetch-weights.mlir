@@ -8,12 +8,11 @@
 // RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{data-launches=-2}))' 2>&1 | FileCheck %s --check-prefix=NO-LAUNCHES
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=1040 page-bytes=64 data-launches=4}))' | FileCheck %s --check-prefix=PAGES
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64}))' | FileCheck %s --check-prefix=ONLY-PAGES
-// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 min-launch-bytes=1024}))' | FileCheck %s --check-prefix=MIN-LAUNCH
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 max-launch-bytes=1023}))' | FileCheck %s --check-prefix=MAX-LAUNCH
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64 min-model-bytes=3584}))' | FileCheck %s --check-prefix=ONLY-PAGES
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64 min-model-bytes=3585}))' | FileCheck %s --check-prefix=NONE
-// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 min-launch-bytes=1024 small-launch-bytes=256}))' | FileCheck %s --check-prefix=SMALL
-// RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{min-launch-bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE-MIN
-// RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{small-launch-bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE-SMALL
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 max-launch-bytes=1024}))' | FileCheck %s --check-prefix=MAX-LAUNCH-EQUAL
+// RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{max-launch-bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE-MAX
 
 // Two layers' attention, o projection and MLP (f32 weights: o 8 × 8 is 256 bytes, gate and up 32 × 8 and
 // down 8 × 32 1024 each). Before: no dispatch prefetches. After: each attention dispatch names the matrices
@@ -42,21 +41,19 @@
 // PAGES: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 384, 384, 1024, 1024, 1024>, prefetch_strides = array<i64: 16, 16, 16, 64, 64, 64>, prefetch_weights = [@l0.o, @l0.gate, @l0.up, @l0.gate, @l0.up, @l0.down]}
 // ONLY-PAGES: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 1024, 1024, 1024>, prefetch_strides = array<i64: 64, 64, 64, 64>, prefetch_weights = [@l0.o, @l0.gate, @l0.up, @l0.down]}
 
-// min-launch-bytes=1024: o (256 bytes) is too small to load, gate/up (2048) and down (1024) are not; the
-// second attention, whose only launch is l1's o, loads nothing. (Sizes count whole launches.)
-// MIN-LAUNCH: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 1024, 1024, 1024>, prefetch_strides = array<i64: 16, 16, 16>, prefetch_weights = [@l0.gate, @l0.up, @l0.down]}
-// MIN-LAUNCH-NOT: prefetch_
-// With small-launch-bytes=256 too, o (256 bytes, at most that) is loaded again, in both layers.
-// SMALL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 1024, 1024, 1024>, prefetch_strides = array<i64: 16, 16, 16, 16>, prefetch_weights = [@l0.o, @l0.gate, @l0.up, @l0.down]}
-// SMALL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l1.o]}
+// max-launch-bytes=1023: o (256 bytes) is loaded, gate/up (2048 for the launch) and down (1024) are too
+// large; the second attention loads l1's o. (Sizes count whole launches.)
+// MAX-LAUNCH: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.o]}
+// MAX-LAUNCH: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l1.o]}
+// At 1024, down (at most that) is loaded too; gate/up is still too large.
+// MAX-LAUNCH-EQUAL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 1024>, prefetch_strides = array<i64: 16, 16>, prefetch_weights = [@l0.o, @l0.down]}
 // The page words need a model of at least min-model-bytes (here 3584 bytes of weights: ONLY-PAGES above at
 // 3584, NONE at 3585).
 
-// NEGATIVE: bytes, data-launches, min-launch-bytes, small-launch-bytes and min-model-bytes must not be negative and page-bytes must be a multiple of 16, got -1, 1, 0, 0, 0 and 0
-// ODD: must be a multiple of 16, got 0, 1, 0, 0, 0 and 100
-// NO-LAUNCHES: must be a multiple of 16, got 0, -2, 0, 0, 0 and 0
-// NEGATIVE-MIN: must be a multiple of 16, got 0, 1, -1, 0, 0 and 0
-// NEGATIVE-SMALL: must be a multiple of 16, got 0, 1, 0, -1, 0 and 0
+// NEGATIVE: bytes, data-launches, max-launch-bytes and min-model-bytes must not be negative and page-bytes must be a multiple of 16, got -1, 1, 0, 0 and 0
+// ODD: must be a multiple of 16, got 0, 1, 0, 0 and 100
+// NO-LAUNCHES: must be a multiple of 16, got 0, -2, 0, 0 and 0
+// NEGATIVE-MAX: must be a multiple of 16, got 0, 1, -1, 0 and 0
 
 module {
   gerbil.weight @l0.o : tensor<8x8xf32> {keys = ["l0.o"]}

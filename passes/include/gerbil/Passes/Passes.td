@@ -129,9 +129,9 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     attributes record, for each binding, the bytes from the matrix's start and the stride (16: every word).
     Where it pays, measured on the H200: the attention's own loads wait behind the prefetch's, about as
     long as the prefetched bytes take to stream; a mid-sized launch saves no more than that (Llama-3.2-1B's
-    o, 8 MiB: -0.8 µs for +3.0 of attention), so launches under `min-launch-bytes` get no data, except
-    those of at most `small-launch-bytes`, which cost the attention little and save their first loads'
-    trip to memory (Qwen2.5-0.5B's o, 1.6 MiB: 5.7 -> 4.7 µs for +0.2). A model whose weights stay within
+    o, 8 MiB: -0.8 µs for +3.0 of attention), so launches over `max-launch-bytes` get no data; small ones
+    cost the attention little and save their first loads' trip to memory (Qwen2.5-0.5B's o, 1.6 MiB: 5.7
+    -> 4.7 µs for +0.2). A model whose weights stay within
     the address translations' reach (sweep ax: none lost at 3.5 GiB) gets no page reads under
     `min-model-bytes`.
   }];
@@ -142,10 +142,8 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     Option<"dataLaunches", "data-launches", "int64_t", "1",
            "How many of the launches after it may have their data prefetched (on an H200 loading the MLP's "
            "weights too made the small models' attention slower than what it saved)">,
-    Option<"minLaunchBytes", "min-launch-bytes", "int64_t", "0",
-           "Least bytes of matrices a launch reads for its data to be prefetched">,
-    Option<"smallLaunchBytes", "small-launch-bytes", "int64_t", "0",
-           "Launches reading at most this many bytes of matrices are prefetched under min-launch-bytes too">,
+    Option<"maxLaunchBytes", "max-launch-bytes", "int64_t", "0",
+           "Most bytes of matrices a launch reads for its data to be prefetched (0: no limit)">,
     Option<"minModelBytes", "min-model-bytes", "int64_t", "0",
            "Least bytes of weights the model has for page words to be read">
   ];

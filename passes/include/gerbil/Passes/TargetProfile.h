@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,12 +39,10 @@ struct TargetProfile {
   // and the stride of the words it reads of the rest of their weights, to cache their pages' address
   // translations; 0: none.
   int64_t decodePrefetchPageBytes = 0;
-  // Only for launches that read at least decodePrefetchMinLaunchBytes of matrices (the data), and models of
-  // at least decodePrefetchMinModelBytes of weights (the pages).
-  int64_t decodePrefetchMinLaunchBytes = 0;
+  // Only for launches that read at most decodePrefetchMaxLaunchBytes of matrices (the data; 0: any), and
+  // models of at least decodePrefetchMinModelBytes of weights (the pages).
+  int64_t decodePrefetchMaxLaunchBytes = 0;
   int64_t decodePrefetchMinModelBytes = 0;
-  // Launches of at most this many bytes get their data under decodePrefetchMinLaunchBytes too.
-  int64_t decodePrefetchSmallLaunchBytes = 0;
 };
 
 // Prefill matmuls with N >= 2048 outputs (a grouped projection's rows counted together) or rows of K >=
@@ -142,9 +139,8 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
 // copies lose nothing): no page words for them.
 inline constexpr int64_t kNvidiaDecodePrefetchBytes = 2ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchPageBytes = 2ll << 20;
-inline constexpr int64_t kNvidiaDecodePrefetchMinLaunchBytes = std::numeric_limits<int64_t>::max(); // none
+inline constexpr int64_t kNvidiaDecodePrefetchMaxLaunchBytes = 2ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchMinModelBytes = 4ll << 30;
-inline constexpr int64_t kNvidiaDecodePrefetchSmallLaunchBytes = 2ll << 20;
 
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = {
@@ -160,9 +156,8 @@ inline const std::vector<TargetProfile> &targetProfiles() {
        false,
        kNvidiaDecodePrefetchBytes,
        kNvidiaDecodePrefetchPageBytes,
-       kNvidiaDecodePrefetchMinLaunchBytes,
-       kNvidiaDecodePrefetchMinModelBytes,
-       kNvidiaDecodePrefetchSmallLaunchBytes},
+       kNvidiaDecodePrefetchMaxLaunchBytes,
+       kNvidiaDecodePrefetchMinModelBytes},
   };
   return profiles;
 }
