@@ -29,8 +29,7 @@ std::string declare(const KernelBinding &b, size_t index) {
   if (b.coherent) qualifier = "coherent " + qualifier;
   if (b.halfValues) {
     std::string text = layout + qualifier + "buffer " + block + " { float16_t " + array + "[]; };\n";
-    if (b.vec4View)
-      text += layout + qualifier + "buffer " + block + "_v4 { f16vec4 " + b.name + "_v4[]; };\n";
+    if (b.vec4View) text += layout + qualifier + "buffer " + block + "_v4 { uvec2 " + b.name + "_v4[]; };\n";
     if (b.access != Access::Write)
       text += "float load_" + b.name + "(uint i) { return float(" + array + "[i]); }\n";
     if (b.access != Access::Read)
@@ -138,6 +137,7 @@ int holdCacheInHalf(KernelSource &kernel) {
   int count = 0;
   for (KernelBinding &b : kernel.bindings)
     if (b.name == "k_cache" || b.name == "v_cache") holdHalfValues(b), ++count;
+  if (count) setDefine(kernel, "CACHE_HALF", "1");
   return count;
 }
 

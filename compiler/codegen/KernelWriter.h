@@ -27,7 +27,8 @@ struct KernelBinding {
   bool coherent = false;
   // 16-bit values addressed one at a time (an f16 KV cache, written a value per invocation): float16_t[]
   // (GL_EXT_shader_16bit_storage, the device's storageBuffer16BitAccess) with a store_<name> of one value,
-  // and NAME_v4[] of f16vec4 (4 values, 8 bytes); loads return f32. Set by holdHalfValues.
+  // and NAME_v4[] of uvec2 (4 packed values, 8 bytes, for unpackHalf2x16: kernels may keep them packed in
+  // registers until they use them); load_<name> returns f32. Set by holdHalfValues.
   bool halfValues = false;
 };
 
@@ -76,7 +77,8 @@ void setDefine(KernelSource &kernel, const std::string &name, const std::string 
 
 // Makes a binding hold 16-bit values addressed one at a time (KernelBinding::halfValues).
 void holdHalfValues(KernelBinding &binding);
-// Stores the kernel's KV-cache bindings (k_cache, v_cache) in f16; returns how many it has.
+// Stores the kernel's KV-cache bindings (k_cache, v_cache) in f16, and defines CACHE_HALF 1 for the
+// templates that read their NAME_v4 views; returns how many it has.
 int holdCacheInHalf(KernelSource &kernel);
 // Whether a binding of the kernel holds halfValues (the device needs storageBuffer16BitAccess).
 bool usesHalfValues(const KernelSource &kernel);

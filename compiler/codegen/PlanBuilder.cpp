@@ -963,8 +963,8 @@ private:
                          " counters, more than the scratch holds (" +
                          std::to_string(kScratchPartialsOffset / 4) +
                          "): a shorter prefill chunk needs fewer");
-    for (size_t i = 0; i < k.origins.size(); ++i) {
-      const BindingSource &origin = k.origins[i];
+    bool bindsCache = false;
+    for (const BindingSource &origin : k.origins) {
       switch (origin.kind) {
       case BindingSource::Operand:
         d.bindings.push_back(valueBinding(dispatch, op->getOperand(origin.index)));
@@ -996,11 +996,13 @@ private:
         uint64_t offset =
             layer * 2 * layerCacheBytes_ + (origin.kind == BindingSource::CacheValues ? layerCacheBytes_ : 0);
         d.bindings.push_back({plan::BufferKind::KVCache, 0, offset, layerCacheBytes_});
-        if (cacheHalf_) holdHalfValues(k.source.bindings[i]);
+        bindsCache = true;
         break;
       }
       }
     }
+    if (bindsCache && cacheHalf_ && holdCacheInHalf(k.source) != 2)
+      throw CodegenError("dispatch '" + label + "' binds the KV cache but not as k_cache and v_cache");
     d.bindings.push_back({plan::BufferKind::State, 0, 0, plan_.stateBytes});
     d.grid = gridOf(dispatch, grid);
     d.kernel = kernelIndex(k.source, family, label);

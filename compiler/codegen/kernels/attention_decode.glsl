@@ -49,9 +49,23 @@ const uint K_BATCH = DIM_VECS < 32u ? DIM_VECS : 32u;
 const uint SG = uint(SCORE_LANES);
 const uint PASS_KEYS = LANES / SG;
 const uint SG_VECS = DIM_VECS / SG;
-// Where a key batch and a block's values fit in registers together (head dims up to 64), the values are
-// loaded with the keys and the next block's keys while this block's softmax and values are worked out.
-const bool V_WITH_K = K_BATCH + KEYS_PER_GROUP * VECS_PER_LANE <= 40u && K_BATCH == DIM_VECS;
+// A cached vec4 as a lane holds it from its load to its use: 4 packed f16 (uvec2, CACHE_VEC_WORDS 2) with
+// an f16 cache, else a vec4 (an f32 cache, or rows of head dims that are no multiple of 4, read a value at
+// a time).
+#if CACHE_HALF && D_VEC4
+#define CacheVec uvec2
+const uint CACHE_VEC_WORDS = 2u;
+vec4 unpackCache(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+#else
+#define CacheVec vec4
+const uint CACHE_VEC_WORDS = 4u;
+vec4 unpackCache(vec4 v) { return v; }
+#endif
+// Where a key batch and a block's values fit in registers together (160 words: head dims up to 64, or 128
+// with an f16 cache), the values are loaded with the keys and the next block's keys while this block's
+// softmax and values are worked out.
+const bool V_WITH_K =
+    (K_BATCH + KEYS_PER_GROUP * VECS_PER_LANE) * CACHE_VEC_WORDS <= 160u && K_BATCH == DIM_VECS;
 const float NO_SCORE = -3.0e38;
 // The output's vec4s per invocation (the workgroup's combine), the global combine's splits per invocation
 // and per batch.
@@ -102,9 +116,9 @@ shared float partials_[WORKGROUP];
 #endif
 
 // Dims 4v..4v+3 of a cached key or value row (zeros past HEAD_DIM).
-vec4 cachedVec(uint row, uint v, bool value) {
+CacheVec cachedVec(uint row, uint v, bool value) {
 #if D_VEC4
-  return value ? vec4(v_cache_v4[row * DIM_VECS + v]) : vec4(k_cache_v4[row * DIM_VECS + v]);  // f16 or f32
+  return value ? v_cache_v4[row * DIM_VECS + v] : k_cache_v4[row * DIM_VECS + v];
 #else
   vec4 r = vec4(0.0);
   [[unroll]] for (uint c = 0; c < 4u; ++c)
@@ -115,31 +129,31 @@ vec4 cachedVec(uint row, uint v, bool value) {
 }
 
 // Dims 4v0.. of key `key` (rows: its kv head's first cache row), K_BATCH vec4s, zeros if not live.
-void loadKeys(out vec4 k[K_BATCH], uint rows, uint key, uint v0, bool live) {
+void loadKeys(out CacheVec k[K_BATCH], uint rows, uint key, uint v0, bool live) {
   [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
-    k[v] = live && v0 + v < DIM_VECS ? cachedVec(rows + key, v0 + v, false) : vec4(0.0);
+    k[v] = live && v0 + v < DIM_VECS ? cachedVec(rows + key, v0 + v, false) : CacheVec(0);
 }
 
 #if SCORE_LANES > 1
 // The lane's key of the block (see the top) and its SG_VECS vec4s of keys block + p · PASS_KEYS + lane / SG
 // for each pass p, zeros past `end`: the lanes of a group read SG consecutive vec4s of one row.
 uint keySlot(uint lane) { return (lane % SG) * PASS_KEYS + lane / SG; }
-void loadKeyParts(out vec4 k[SG][SG_VECS], uint rows, uint block, uint end, uint lane) {
+void loadKeyParts(out CacheVec k[SG][SG_VECS], uint rows, uint block, uint end, uint lane) {
   [[unroll]] for (uint p = 0; p < SG; ++p) {
     uint key = block + p * PASS_KEYS + lane / SG;
     [[unroll]] for (uint u = 0; u < SG_VECS; ++u)
-      k[p][u] = key < end ? cachedVec(rows + key, u * SG + lane % SG, false) : vec4(0.0);
+      k[p][u] = key < end ? cachedVec(rows + key, u * SG + lane % SG, false) : CacheVec(0);
   }
 }
 // Each head's score of key keySlot(lane): the lane's partial dot products of its SG keys, reduced over its
 // group and scattered so that the lane keeps one key's (pass r's sums end in lane r of the group).
-void keyScores(out float score[QH], vec4 k[SG][SG_VECS], uint lane) {
+void keyScores(out float score[QH], CacheVec k[SG][SG_VECS], uint lane) {
   uint r = lane % SG;
   [[unroll]] for (uint h = 0; h < QH; ++h) {
     float parts[SG];
     [[unroll]] for (uint p = 0; p < SG; ++p) {
       parts[p] = 0.0;
-      [[unroll]] for (uint u = 0; u < SG_VECS; ++u) parts[p] += dot(queries_[h][u * SG + r], k[p][u]);
+      [[unroll]] for (uint u = 0; u < SG_VECS; ++u) parts[p] += dot(queries_[h][u * SG + r], unpackCache(k[p][u]));
     }
     [[unroll]] for (uint step = SG / 2u; step > 0u; step >>= 1) {
       bool upper = (r & step) != 0u;  // keeps the upper half of the passes left
@@ -154,13 +168,14 @@ void keyScores(out float score[QH], vec4 k[SG][SG_VECS], uint lane) {
 #endif
 
 // This lane's vec4s of the values of the block's first `count` keys from `block`.
-void loadValues(out vec4 values[VECS_PER_LANE][KEYS_PER_GROUP], uint rows, uint block, uint count, uint lane) {
+void loadValues(out CacheVec values[VECS_PER_LANE][KEYS_PER_GROUP], uint rows, uint block, uint count,
+                uint lane) {
   uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
   [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) {
     uint v = min(rowLane + i * ROW_LANES, DIM_VECS - 1u);
     [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j) {
       uint at = keyGroup + j * KEY_GROUPS;
-      values[i][j] = at < count ? cachedVec(rows + block + at, v, true) : vec4(0.0);
+      values[i][j] = at < count ? cachedVec(rows + block + at, v, true) : CacheVec(0);
     }
   }
 }
@@ -279,11 +294,11 @@ void main() {
   uint block = begin + warp * LANES;  // this warp's block in the current round
 #if SCORE_LANES > 1
   const uint slot = keySlot(lane);
-  vec4 k[SG][SG_VECS];
+  CacheVec k[SG][SG_VECS];
   loadKeyParts(k, rows, block, end, lane);  // in flight with the queries' loads
 #else
   const uint slot = lane;
-  vec4 k[K_BATCH];
+  CacheVec k[K_BATCH];
   loadKeys(k, rows, block + lane, 0u, block + lane < end);  // in flight with the queries' loads
 #endif
 
@@ -311,7 +326,7 @@ void main() {
     uint key = block + slot;
     bool live = key < end;
     uint count = block < end ? min(LANES, end - block) : 0u;
-    vec4 values[VECS_PER_LANE][KEYS_PER_GROUP];
+    CacheVec values[VECS_PER_LANE][KEYS_PER_GROUP];
     if (V_WITH_K) loadValues(values, rows, block, count, lane);
     float score[QH];
 #if SCORE_LANES > 1
@@ -324,7 +339,7 @@ void main() {
       if (v0 > 0u || round > 0u && !V_WITH_K) loadKeys(k, rows, key, v0, live);
       [[unroll]] for (uint v = 0; v < K_BATCH; ++v)
         if (v0 + v < DIM_VECS)
-          [[unroll]] for (uint h = 0; h < QH; ++h) score[h] += dot(queries_[h][v0 + v], k[v]);
+          [[unroll]] for (uint h = 0; h < QH; ++h) score[h] += dot(queries_[h][v0 + v], unpackCache(k[v]));
     }
     if (V_WITH_K) loadKeys(k, rows, key + WARPS * LANES, 0u, key + WARPS * LANES < end);
 #endif
@@ -352,7 +367,7 @@ void main() {
       if (rowLane + i * ROW_LANES < DIM_VECS)
         [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j)
           [[unroll]] for (uint h = 0; h < QH; ++h)
-            acc[h][i] += laneScratch_[warp][h][keyGroup + j * KEY_GROUPS] * values[i][j];
+            acc[h][i] += laneScratch_[warp][h][keyGroup + j * KEY_GROUPS] * unpackCache(values[i][j]);
     barrier();  // the probabilities are rewritten by the next round
   }
   DIAG_EXIT(3, acc[0][0].x)

@@ -52,7 +52,12 @@ shared uvec4 pTile_[WARPS][FRAG * P_WORDS];   // its probabilities, f16
 // Dims 4 · d4.. of a cached key or value.
 vec4 loadCache(uint kvHead, uint key, uint d4, bool values) {
   uint at = ((kvHead * SEQ + key) * HEAD_DIM) / 4u + d4;
-  return values ? vec4(v_cache_v4[at]) : vec4(k_cache_v4[at]);  // f16 or f32
+#if CACHE_HALF
+  uvec2 w = values ? v_cache_v4[at] : k_cache_v4[at];
+  return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+#else
+  return values ? v_cache_v4[at] : k_cache_v4[at];
+#endif
 }
 
 // Keys [key0, key0 + KV_TILE) of kv head `kvHead` and their values are staged in two halves: every load of
