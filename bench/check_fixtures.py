@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs gerbil on the reference fixtures and compares with HuggingFace transformers' logits and greedy
 tokens: the same check as the end-to-end tests, for any GPU.
-usage: check_fixtures.py BIN_DIR PLAN_DIR FIXTURE_DIR... (PLAN_DIR/<fixture>.<dtype>.plan)"""
-import array, json, os, struct, subprocess, sys
+usage: check_fixtures.py BIN_DIR PLAN_DIR FIXTURE_DIR... (PLAN_DIR/<fixture>.<dtype>.plan, and variants
+<fixture>+<name>.<dtype>.plan compiled with other gerbilc options: bench/prepare.sh's PLAN_VARIANTS)"""
+import array, glob, json, os, struct, subprocess, sys
 
 
 def load(path):
@@ -58,39 +59,44 @@ def run(exe, plan, weights, ids, new, dump):
     return json.loads(r.stdout)
 
 
+def check(exe, plan, label, fixture, name, ref, dtype, tolerance):
+    """Runs one plan of a fixture against its reference; returns the result's record."""
+    prompt = ref["greedy_prompt"]
+    want = ref["greedy_output"][len(prompt):]
+    run(exe, plan, fixture, ref["input_ids"], 0, "/tmp/prefill.safetensors")
+    prefill = max(abs(a - b) for a, b in zip(load("/tmp/prefill.safetensors")["logits"], ref["logits"]))
+    out = run(exe, plan, fixture, prompt, len(want), "/tmp/decode.safetensors")
+    greedy_ok, decided = greedy_matches(out["output_ids"], want, ref["greedy_logits"], tolerance)
+    vocab = len(ref["greedy_logits"]) // len(want)
+    decode = max(abs(a - b) for a, b in
+                 zip(load("/tmp/decode.safetensors")["step_logits"][:decided * vocab],
+                     ref["greedy_logits"][:decided * vocab]))
+    passed = prefill <= tolerance and decode <= tolerance and greedy_ok
+    identical = out["output_ids"] == want
+    greedy = "identical" if identical else f"same to a near-tie ({decided})" if greedy_ok else "DIFFERENT"
+    print(f"{label:16} {dtype} prefill {prefill:.2e} decode {decode:.2e} greedy {greedy} "
+          f"{'ok' if passed else 'FAIL'}")
+    return {"fixture": name, "plan": label, "dtype": dtype, "device": out["device"], "prefill_max_abs": prefill,
+            "decode_max_abs": decode, "decided_steps": decided, "greedy_identical": identical,
+            "greedy_matches": greedy_ok, "passed": passed}
+
+
 def main():
     bin_dir, plan_dir, fixtures = sys.argv[1], sys.argv[2], sys.argv[3:]
-    exe, results, ok = os.path.join(bin_dir, "gerbil-exec"), [], True
+    exe, results = os.path.join(bin_dir, "gerbil-exec"), []
     for fixture in fixtures:
         name = os.path.basename(fixture.rstrip("/"))
         if not os.path.exists(os.path.join(fixture, "reference.safetensors")):
             continue
         ref = load(os.path.join(fixture, "reference.safetensors"))
         for dtype, tolerance in (("f32", 1e-3), ("f16", 0.1)):
-            plan = os.path.join(plan_dir, f"{name}.{dtype}.plan")
-            if not os.path.exists(plan):
-                continue
-            prompt = ref["greedy_prompt"]
-            want = ref["greedy_output"][len(prompt):]
-            run(exe, plan, fixture, ref["input_ids"], 0, "/tmp/prefill.safetensors")
-            prefill = max(abs(a - b) for a, b in zip(load("/tmp/prefill.safetensors")["logits"], ref["logits"]))
-            out = run(exe, plan, fixture, prompt, len(want), "/tmp/decode.safetensors")
-            greedy_ok, decided = greedy_matches(out["output_ids"], want, ref["greedy_logits"], tolerance)
-            vocab = len(ref["greedy_logits"]) // len(want)
-            decode = max(abs(a - b) for a, b in
-                         zip(load("/tmp/decode.safetensors")["step_logits"][:decided * vocab],
-                             ref["greedy_logits"][:decided * vocab]))
-            passed = prefill <= tolerance and decode <= tolerance and greedy_ok
-            ok &= passed
-            identical = out["output_ids"] == want
-            results.append({"fixture": name, "dtype": dtype, "device": out["device"], "prefill_max_abs": prefill,
-                            "decode_max_abs": decode, "decided_steps": decided, "greedy_identical": identical,
-                            "greedy_matches": greedy_ok, "passed": passed})
-            greedy = "identical" if identical else f"same to a near-tie ({decided})" if greedy_ok else "DIFFERENT"
-            print(f"{name:16} {dtype} prefill {prefill:.2e} decode {decode:.2e} greedy {greedy} "
-                  f"{'ok' if passed else 'FAIL'}")
+            pattern = os.path.join(glob.escape(plan_dir), f"{glob.escape(name)}+*.{dtype}.plan")
+            for plan in [os.path.join(plan_dir, f"{name}.{dtype}.plan")] + sorted(glob.glob(pattern)):
+                if os.path.exists(plan):
+                    label = os.path.basename(plan)[:-len(f".{dtype}.plan")]
+                    results.append(check(exe, plan, label, fixture, name, ref, dtype, tolerance))
     json.dump(results, open(os.environ.get("CHECK_OUT", "/tmp/check_fixtures.json"), "w"), indent=1)
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if all(r["passed"] for r in results) else 1)
 
 
 if __name__ == "__main__":

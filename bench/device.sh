@@ -41,8 +41,8 @@ for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
   $D/bin/gerbil-random-weights $D/plans/$model.plan -o /tmp/weights/$model --dtype f16 > $R/$model.weights.txt 2>&1
   timeout 300 $D/bin/gerbil-bench $D/plans/$model.plan --weights /tmp/weights/$model --profile --json \
     > $R/$model.gerbil.json 2> $R/$model.gerbil.err
-  # Plans MODEL+VARIANT.plan (the same model compiled with other gerbilc options, added to .device/plans by
-  # hand) run on the same weights: an 8B's take minutes to write.
+  # Plans MODEL+VARIANT.plan (the same model compiled with other gerbilc options: prepare.sh's
+  # PLAN_VARIANTS) run on the same weights.
   for variant in $D/plans/"$model"+*.plan; do
     [ -f "$variant" ] || continue
     name=$(basename "$variant" .plan)

@@ -3,12 +3,18 @@
 # needs on the GPU machine: the runtime tools, the plans (compiled here: the GPU machine has no MLIR), the
 # Vulkan loader packages and the new-fixture specs. Then: device run with carry [".device"], command
 # "bash bench/device.sh"; and bench/report.py turns the results into BENCHMARKS.md.
+# PLAN_VARIANTS="NAME:GERBILC ARGS;NAME:ARGS...": every model's plan and every fixture's f16 plan is also
+# compiled with these arguments added, as MODEL+NAME.plan and FIXTURE+NAME.f16.plan: device.sh benchmarks
+# them beside the default plans on the same weights, and check_fixtures.py checks them against the
+# references. E.g. PLAN_VARIANTS="kv16:--kv-dtype f16;early:--kernel-define attention_decode:ATTENTION_EARLY_VALUES=1"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 cmake --build "$build" --target gerbilc gerbil-exec gerbil-bench gerbil-random-weights gerbil-kernel-bench test-kernels
 D=.device
 mkdir -p $D/bin $D/plans $D/gl $D/specs
+rm -f $D/plans/*+*.plan # variants of an earlier run, compiled by another gerbilc
+IFS=';' read -ra planVariants <<< "${PLAN_VARIANTS:-}"
 git rev-parse --short HEAD > $D/commit
 echo "${GERBILC_FLAGS:-}" > $D/gerbilc-flags  # bench/report.py names them in BENCHMARKS.md
 cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights,gerbil-kernel-bench,test-kernels} $D/bin/
@@ -20,10 +26,20 @@ for fixture in test/fixtures/models/*/; do
   for dtype in f32 f16; do
     "$build"/bin/gerbilc "$fixture/config.json" -o $D/plans/$name.$dtype.plan --dtype $dtype ${GERBILC_FLAGS:-}
   done
+  for variant in "${planVariants[@]}"; do
+    # shellcheck disable=SC2086
+    "$build"/bin/gerbilc "$fixture/config.json" -o "$D/plans/$name+${variant%%:*}.f16.plan" --dtype f16 \
+      ${GERBILC_FLAGS:-} ${variant#*:}
+  done
 done
 for model in qwen2.5-0.5b llama-3.2-1b llama-3-8b; do
   "$build"/bin/gerbilc test/fixtures/configs/$model.json -o $D/plans/$model.plan --dtype f16 --max-seq 1024 \
     --prefill-chunk 512 ${GERBILC_FLAGS:-}
+  for variant in "${planVariants[@]}"; do
+    # shellcheck disable=SC2086
+    "$build"/bin/gerbilc test/fixtures/configs/$model.json -o "$D/plans/$model+${variant%%:*}.plan" --dtype f16 \
+      --max-seq 1024 --prefill-chunk 512 ${GERBILC_FLAGS:-} ${variant#*:}
+  done
 done
 if [ -z "$(ls $D/gl/*.deb 2>/dev/null)" ]; then
   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'

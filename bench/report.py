@@ -80,11 +80,11 @@ def section(results, commit, title):
                    "write counted, measured in the same call).")
     fixtures = load_json(os.path.join(results, "fixtures.json"))
     if isinstance(fixtures, list) and fixtures:
-        failed = [f"{r['fixture']} {r['dtype']}" for r in fixtures if not r.get("passed")]
+        failed = [f"{r.get('plan', r['fixture'])} {r['dtype']}" for r in fixtures if not r.get("passed")]
         worst = {d: max((max(r["prefill_max_abs"], r["decode_max_abs"]) for r in fixtures if r["dtype"] == d),
                         default=0) for d in ("f32", "f16")}
         verdict = "all pass" if not failed else "FAILED: " + ", ".join(failed)
-        tied = [f"{r['fixture']} {r['dtype']}" for r in fixtures if r.get("passed") and not r["greedy_identical"]]
+        tied = [f"{r.get('plan', r['fixture'])} {r['dtype']}" for r in fixtures if r.get("passed") and not r["greedy_identical"]]
         if tied:
             verdict += f" ({', '.join(tied)}: greedy tokens the same up to a near-tie of the reference)"
         out.append(f"Fixtures against transformers on this GPU ({len(fixtures)} runs): {verdict}; max |Δlogit| "
