@@ -3,11 +3,13 @@
 #include "runtime/weights/HalfConversion.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 namespace gerbil::exec {
@@ -79,6 +81,23 @@ void storeElement(plan::DType dtype, float v, uint8_t *out, size_t i) {
 void storeRow(plan::DType dtype, const float *values, int64_t count, uint8_t *out, int64_t first) {
   if (dtype == plan::DType::F16) return weights::floatsToHalfs(values, count, out + 2 * first);
   for (int64_t i = 0; i < count; ++i) storeElement(dtype, values[i], out, size_t(first + i));
+}
+
+// An f16 weight must hold what it is given: a value f16 cannot hold (|v| >= 65520 rounds to infinity) or a
+// NaN would run through every token's arithmetic and come out as NaN logits, without a word about why.
+// `values` are what is about to be stored (the checkpoint's, times the folded norm weight if any).
+void checkHalfRange(const plan::Weight &w, const weights::TensorView &t, const float *values, int64_t count) {
+  int outside = 0; // a branch-free pass first (it vectorises): the loader converts gigabytes
+  for (int64_t i = 0; i < count; ++i) outside |= !(std::fabs(values[i]) < 65520.0f);
+  if (!outside) return;
+  for (int64_t i = 0; i < count; ++i) {
+    if (std::fabs(values[i]) < 65520.0f) continue; // false for NaN too
+    const std::string what = std::isnan(values[i]) ? "NaN" : std::to_string(values[i]);
+    throw weights::WeightError(t.file + ": tensor '" + t.name + "' holds " + what +
+                               (w.scaleColumnsBy >= 0 ? " (times its folded norm weight)" : "") +
+                               ", which the plan's f16 weight '" + w.name +
+                               "' cannot hold (f16 reaches 65504): compile with --dtype f32");
+  }
 }
 
 // Whether the checkpoint's bytes are already the device's: then a weight is copied, not converted.
@@ -205,6 +224,7 @@ void convertWeightInto(const plan::Weight &w, const weights::TensorView &t,
         weights::convertToF32(t, (r + rowOffset) * sourceCols + colOffset, cols, row.data());
         if (!columnScale.empty())
           for (int64_t c = 0; c < cols; ++c) row[c] *= columnScale[c];
+        if (w.deviceDType == plan::DType::F16) checkHalfRange(w, t, row.data(), cols);
         storeRow(w.deviceDType, row.data(), cols, out.data(), r * cols);
       }
     });
@@ -216,8 +236,11 @@ void convertWeightInto(const plan::Weight &w, const weights::TensorView &t,
     std::vector<float> sourceRow(sourceRowLength);
     for (int64_t c = begin; c < end; ++c) {
       weights::convertToF32(t, (c + colOffset) * sourceRowLength, sourceRowLength, sourceRow.data());
-      for (int64_t r = 0; r < rows; ++r)
-        storeElement(w.deviceDType, scaled(sourceRow[r + rowOffset], c), out.data(), r * cols + c);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float value = scaled(sourceRow[r + rowOffset], c);
+        if (w.deviceDType == plan::DType::F16) checkHalfRange(w, t, &value, 1);
+        storeElement(w.deviceDType, value, out.data(), r * cols + c);
+      }
     }
   });
 }

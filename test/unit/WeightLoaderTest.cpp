@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 
 using namespace gerbil;
@@ -111,6 +112,50 @@ TEST(ConvertWeight, ScalesColumnsByAFoldedNormWeight) {
   w.name = "w", w.shape = {6, 40}, w.deviceDType = plan::DType::F32, w.scaleColumnsBy = 1;
   scale.resize(39);
   EXPECT_THROW(exec::convertWeight(w, s.view, scale), weights::WeightError);
+}
+
+// An f16 weight cannot hold a value of 65520 or more (it rounds to infinity) or a NaN: the loader says which
+// tensor holds it and what to do, instead of generating from NaN logits. 65504 (f16's largest) is fine.
+TEST(ConvertWeight, RefusesValuesBeyondHalfRange) {
+  auto source = [](float value, size_t at) {
+    Source s = makeSource(weights::TensorDType::F32, 4, 8, 5);
+    std::memcpy(&s.bytes[4 * at], &value, 4);
+    return s;
+  };
+  plan::Weight w;
+  w.name = "layers.0.mlp.down_proj", w.shape = {4, 8}, w.deviceDType = plan::DType::F16;
+  Source largest = source(65504.0f, 9);
+  EXPECT_EQ(deviceValue(exec::convertWeight(w, largest.view), plan::DType::F16, 9), 65504.0f);
+  for (float bad : {70000.0f, -1.0e6f, std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    Source s = source(bad, 13);
+    try {
+      exec::convertWeight(w, s.view);
+      ADD_FAILURE() << bad << " was stored";
+    } catch (const weights::WeightError &e) {
+      EXPECT_NE(std::string(e.what()).find("memory: tensor 'w' holds "), std::string::npos) << e.what();
+      EXPECT_NE(
+          std::string(e.what()).find("f16 weight 'layers.0.mlp.down_proj' cannot hold (f16 reaches 65504): "
+                                     "compile with --dtype f32"),
+          std::string::npos)
+          << e.what();
+    }
+  }
+  // Also where a folded norm weight takes a value past the range, and in GPT-2's transposed weights.
+  std::vector<float> scale(8, 1.0f);
+  scale[5] = 40000.0f; // the source's values reach 4
+  w.scaleColumnsBy = 1;
+  try {
+    exec::convertWeight(w, largest.view, scale);
+    ADD_FAILURE() << "the scaled values were stored";
+  } catch (const weights::WeightError &e) {
+    EXPECT_NE(std::string(e.what()).find("(times its folded norm weight)"), std::string::npos) << e.what();
+  }
+  w.scaleColumnsBy = -1, w.transpose = true, w.shape = {8, 4};
+  Source s = source(-70000.0f, 30);
+  EXPECT_THROW(exec::convertWeight(w, s.view), weights::WeightError);
+  // f32 weights hold anything.
+  w.deviceDType = plan::DType::F32;
+  EXPECT_NO_THROW(exec::convertWeight(w, s.view));
 }
 
 TEST(ConvertWeight, CopiesWhatAlreadyHasTheDeviceDType) {
