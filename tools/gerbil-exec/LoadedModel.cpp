@@ -30,8 +30,14 @@ LoadedModel::LoadedModel(const plan::Plan &plan, const std::string &weightsDir, 
   uint64_t needed = exec::deviceBytesNeeded(plan);
   const vk::DeviceInfo &info = context_->info();
   if (info.deviceLocalBytes && needed > info.deviceLocalBytes)
-    throw exec::RuntimeError("the model needs " + std::to_string(needed >> 20) + " MiB of device memory; " +
-                             info.name + " has " + std::to_string(info.deviceLocalBytes >> 20) + " MiB");
+    throw exec::RuntimeError(
+        "the model needs " + std::to_string(needed >> 20) + " MiB of device memory; " + info.name + " has " +
+        std::to_string(info.deviceLocalBytes >> 20) + " MiB. Of it the KV cache takes " +
+        std::to_string(plan.kvCache.bytes >> 20) + " MiB (" + plan::toString(plan.kvCache.dtype) + ", " +
+        std::to_string(plan.limits.maxSequence) + " positions): recompile with a smaller --max-seq" +
+        (plan.kvCache.dtype == plan::DType::F32 ? " or --kv-dtype f16" : "") +
+        (plan.weights.empty() || plan.weights.front().deviceDType != plan::DType::F32 ? ""
+                                                                                      : ", or --dtype f16"));
   auto loadStart = Clock::now();
   exec::LoadedWeights weights =
       exec::uploadWeights(*context_, plan, checkpoint, [&](uint64_t done, uint64_t total) {
