@@ -114,38 +114,12 @@ AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxToke
 
 namespace {
 
-// The prefetch bindings, their workers (kPrefetchWorkerBytes each, in binding order) and the grid rows past
-// the splits that hold them, `columns` a row.
+// The prefetch workers in grid rows past the splits, `columns` a row.
 void addPrefetch(DecodeAttentionKernel &d, const std::vector<PrefetchRange> &prefetch, int64_t columns,
                  int64_t splits) {
-  if (prefetch.empty()) return;
-  if (prefetch.size() > kMaxPrefetchBindings)
-    throw CodegenError("decode attention: " + std::to_string(prefetch.size()) +
-                       " weights to prefetch, more than its " + std::to_string(kMaxPrefetchBindings) +
-                       " prefetch bindings");
-  KernelSource &k = d.source;
-  // 16 loads in flight an invocation (64 registers), fewer where the workgroup is wide enough.
-  const int64_t steps = std::clamp<int64_t>(kPrefetchWorkerBytes / 16 / k.workgroup[0], 1, 16);
-  const int64_t workerBytes = steps * 16 * k.workgroup[0];
-  int64_t workers = 0;
-  for (size_t i = 0; i < prefetch.size(); ++i) {
-    const auto [bytes, stride] = prefetch[i];
-    if (bytes <= 0 || bytes % 16 != 0 || stride <= 0 || stride % 16 != 0)
-      throw CodegenError("decode attention: a prefetch of " + std::to_string(bytes) +
-                         " bytes at strides of " + std::to_string(stride) +
-                         " (positive multiples of 16 are needed)");
-    const std::string index = std::to_string(i);
-    const int64_t reads = (bytes / 16 + stride / 16 - 1) / (stride / 16);
-    k.bindings.push_back({"prefetch" + index, Access::Read, plan::DType::F16, true});
-    k.defines.emplace_back("PREFETCH_FIRST_" + index, uintValue(workers));
-    k.defines.emplace_back("PREFETCH_READS_" + index, uintValue(reads));
-    k.defines.emplace_back("PREFETCH_STRIDE_" + index, uintValue(stride / 16));
-    workers += (reads * 16 + workerBytes - 1) / workerBytes;
-  }
-  k.defines.emplace_back("PREFETCH_COUNT", std::to_string(prefetch.size())); // in #if: no "u"
-  k.defines.emplace_back("PREFETCH_STEPS", uintValue(steps));
-  k.defines.emplace_back("PREFETCH_SINK(value)", "store_result(0u, value)");
-  k.libraries.push_back("prefetch.glsl");
+  const int64_t workers =
+      addPrefetchWorkers(d.source, prefetch, "store_result(0u, value)", "decode attention");
+  if (workers == 0) return;
   const int64_t rows = splits + (workers + columns - 1) / columns;
   // Every Vulkan device dispatches at least 65535 workgroups along y; gerbilc bounds its prefetch options
   // so that no model's prefetch needs more.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "compiler/codegen/KernelWriter.h"
+#include "compiler/codegen/PrefetchWorkers.h"
 
 namespace gerbil::codegen {
 
@@ -39,17 +40,9 @@ struct AttentionScratch {
 AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxTokens);
 
 // Decode: bindings q, k_cache, v_cache, result, partial (scratch), counters (scratch), then one prefetchI
-// for each prefetch range (the weights gerbil-prefetch-weights chose; at most kMaxPrefetchBindings), then
-// the state buffer. The scratch holds a counter per workgroup column and every split's partial softmax
-// result. Prefetching adds grid rows of workgroups that read the 16-byte words at 0, stride, 2 · stride...
-// below `bytes` of binding prefetchI (both multiples of 16), up to kPrefetchWorkerBytes / 16 words a
-// workgroup (prefetch.glsl).
-inline constexpr size_t kMaxPrefetchBindings = 8;
-inline constexpr int64_t kPrefetchWorkerBytes = 64 * 1024;
-struct PrefetchRange {
-  int64_t bytes = 0;
-  int64_t stride = 16; // 16: every word (the data); a page's size: its address translation
-};
+// for each prefetch range (the weights gerbil-prefetch-weights chose; PrefetchWorkers.h), then the state
+// buffer. The scratch holds a counter per workgroup column and every split's partial softmax result.
+// Prefetching adds grid rows of workers past the splits.
 struct DecodeAttentionKernel {
   KernelSource source;
   std::array<uint32_t, 3> grid{};

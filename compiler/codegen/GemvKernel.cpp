@@ -78,8 +78,20 @@ KernelSource gemvKernel(const GemvSpec &spec) {
     k.bindings.push_back({"partial", Access::ReadWrite, plan::DType::F32, false, true});
     k.bindings.push_back({"counters", Access::TokenIdsWrite, plan::DType::I32});
   }
+  if (!spec.prefetch.empty()) {
+    if (spec.argmax)
+      throw CodegenError("a gemv that picks the greedy token is the last launch: it prefetches nothing");
+    addGemvPrefetch(k, spec.prefetch, "store_result(0u, value)");
+  }
   addGemvViews(k);
   return k;
+}
+
+int64_t addGemvPrefetch(KernelSource &k, const std::vector<PrefetchRange> &prefetch,
+                        const std::string &sink) {
+  const int64_t workers = addPrefetchWorkers(k, prefetch, sink, "gemv");
+  if (workers) k.defines.emplace_back("PREFETCH_WORKERS", uintValue(workers));
+  return workers;
 }
 
 GemvScratch gemvScratch(const GemvSpec &spec) {
@@ -91,7 +103,8 @@ GemvScratch gemvScratch(const GemvSpec &spec) {
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec) {
   if (spec.argmax) return {static_cast<uint32_t>(mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n).groups), 1, 1};
   mlir::gerbil::GemvShape shape = shapeOf(spec.k, spec.n, spec.gateUp, spec.split);
-  return {static_cast<uint32_t>((spec.n + shape.outputs() - 1) / shape.outputs()), 1, 1};
+  const int64_t workers = prefetchWorkers(spec.prefetch, shape.workgroup);
+  return {static_cast<uint32_t>((spec.n + shape.outputs() - 1) / shape.outputs() + workers), 1, 1};
 }
 
 } // namespace gerbil::codegen

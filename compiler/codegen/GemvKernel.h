@@ -4,6 +4,7 @@
 #pragma once
 
 #include "compiler/codegen/KernelWriter.h"
+#include "compiler/codegen/PrefetchWorkers.h"
 
 namespace gerbil::codegen {
 
@@ -33,7 +34,15 @@ struct GemvSpec {
   // token, ids, partial and counters (scratch) after result; maxSequence sizes the state's token list.
   bool argmax = false;
   int64_t maxSequence = 0;
+  // Weights of the launch after it whose words its prefetch workers read (gerbil-prefetch-weights with
+  // spread-pages: a word a page), in workgroups before its own.
+  std::vector<PrefetchRange> prefetch;
 };
+
+// The prefetch workers of a gemv.glsl kernel (gemvKernel's, or a grouped projection's): bindings prefetchI
+// after its own, and PREFETCH_WORKERS workgroups before its own, whose results `sink` would store (never).
+// Returns the number of workers.
+int64_t addGemvPrefetch(KernelSource &k, const std::vector<PrefetchRange> &prefetch, const std::string &sink);
 
 // The scratch of an ARGMAX gemv: its counter, and a value and an index per workgroup.
 struct GemvScratch {
@@ -42,7 +51,7 @@ struct GemvScratch {
 GemvScratch gemvScratch(const GemvSpec &spec);
 
 // MODE_SINGLE, or MODE_GATE_UP (gateUp). Bindings in this order: x, w (or w_gate, w_up), [g], [residual],
-// result, [token, ids, partial, counters] (then the state buffer).
+// result, [token, ids, partial, counters], [prefetch0...] (then the state buffer).
 KernelSource gemvKernel(const GemvSpec &spec);
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec);
 

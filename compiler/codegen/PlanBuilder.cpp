@@ -52,6 +52,10 @@ struct KernelInstance {
   // cache's length needs; dispatch formation does not know it). Workgroups the dispatch's grid has beyond
   // it would return at once.
   std::optional<std::array<uint32_t, 3>> grid;
+  // The decode kernel holds its dispatch's prefetch workers (gerbil-prefetch-weights).
+  bool prefetches = false;
+  // Workgroups before the kernel's own along x (a gemv's prefetch workers), added to the dispatch's grid.
+  int64_t leadingWorkers = 0;
 };
 
 // Scratch: the counters at its start, the partial results from this offset (16384 counters: a split-K
@@ -444,6 +448,8 @@ private:
             spec.rowFromPush = holdsOneOp(dispatch) && producesLogits(dispatch);
             requireF32Norm(m, spec, "dispatch '" + locationName(dispatch.getLoc()) + "'");
             takeLinearKernel(gemvKernel(spec));
+            addGemvPrefetchOf(k, dispatch, "store_result(0u, value)",
+                              "dispatch '" + locationName(dispatch.getLoc()) + "'");
             return;
           }
           // Prefill: the tiled or the tensor-core matmul, as the catalog chose.
@@ -759,6 +765,9 @@ private:
       bind("result", Access::Write, yield->getOperand(0));
     }
     requireFormedWorkgroup(k.source, wg, "fusion group '" + label + "'");
+    // result_q is bound in every mode (MODE_QKV) and result in the others.
+    addGemvPrefetchOf(k, dispatch, qkv ? "store_result_q(0u, value)" : "store_result(0u, value)",
+                      "fusion group '" + label + "'");
     addGemvViews(k.source);
     return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
   }
@@ -877,31 +886,47 @@ private:
     return finish(dispatch, kernel, grid, "rope_append", locationName(append.getLoc()), nullptr);
   }
 
+  // The weights a decode dispatch prefetches (gerbil-prefetch-weights): their ranges and bindings.
+  std::pair<std::vector<PrefetchRange>, std::vector<BindingSource>> prefetchOf(gd::DispatchOp dispatch,
+                                                                               const std::string &what) {
+    std::vector<PrefetchRange> prefetch;
+    std::vector<BindingSource> prefetched;
+    std::optional<ArrayAttr> weights = dispatch.getPrefetchWeights();
+    if (!weights) return {};
+    ArrayRef<int64_t> sizes = *dispatch.getPrefetchBytes();
+    std::vector<int64_t> strides(sizes.size(), 16);
+    if (std::optional<ArrayRef<int64_t>> given = dispatch.getPrefetchStrides())
+      strides.assign(given->begin(), given->end());
+    for (auto [name, bytes, stride] : llvm::zip(*weights, sizes, strides)) {
+      std::string symbol = llvm::cast<FlatSymbolRefAttr>(name).getValue().str();
+      auto found = weightIndex_.find(symbol);
+      if (found == weightIndex_.end())
+        throw CodegenError(what + " prefetches '" + symbol + "', which is not a weight");
+      if (static_cast<uint64_t>(bytes) > plan_.weights[found->second].bytes())
+        throw CodegenError(what + " prefetches " + std::to_string(bytes) + " bytes of '" + symbol +
+                           "', which has " + std::to_string(plan_.weights[found->second].bytes()));
+      prefetch.push_back({bytes, stride});
+      prefetched.push_back({BindingSource::Weight, static_cast<unsigned>(found->second)});
+    }
+    return {prefetch, prefetched};
+  }
+
+  // A decode gemv's prefetch workers (gerbil-prefetch-weights' spread-pages), before its own workgroups.
+  void addGemvPrefetchOf(KernelInstance &k, gd::DispatchOp dispatch, const std::string &sink,
+                         const std::string &what) {
+    auto [prefetch, prefetched] = prefetchOf(dispatch, what);
+    k.prefetches = true;
+    if (prefetch.empty()) return;
+    k.leadingWorkers = addGemvPrefetch(k.source, prefetch, sink);
+    k.origins.insert(k.origins.end(), prefetched.begin(), prefetched.end());
+  }
+
   // Split-KV attention of one query token (attention_decode.glsl), with its scratch: a counter per
   // workgroup column and the partial softmax results of every split; and the weights its dispatch
   // prefetches (gerbil-prefetch-weights).
   void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
     const std::string what = "decode attention '" + locationName(a.getLoc()) + "'";
-    std::vector<PrefetchRange> prefetch;
-    std::vector<BindingSource> prefetched;
-    auto dispatch = a->getParentOfType<gd::DispatchOp>();
-    if (std::optional<ArrayAttr> weights = dispatch.getPrefetchWeights()) {
-      ArrayRef<int64_t> sizes = *dispatch.getPrefetchBytes();
-      std::vector<int64_t> strides(sizes.size(), 16);
-      if (std::optional<ArrayRef<int64_t>> given = dispatch.getPrefetchStrides())
-        strides.assign(given->begin(), given->end());
-      for (auto [name, bytes, stride] : llvm::zip(*weights, sizes, strides)) {
-        std::string symbol = llvm::cast<FlatSymbolRefAttr>(name).getValue().str();
-        auto found = weightIndex_.find(symbol);
-        if (found == weightIndex_.end())
-          throw CodegenError(what + " prefetches '" + symbol + "', which is not a weight");
-        if (static_cast<uint64_t>(bytes) > plan_.weights[found->second].bytes())
-          throw CodegenError(what + " prefetches " + std::to_string(bytes) + " bytes of '" + symbol +
-                             "', which has " + std::to_string(plan_.weights[found->second].bytes()));
-        prefetch.push_back({bytes, stride});
-        prefetched.push_back({BindingSource::Weight, static_cast<unsigned>(found->second)});
-      }
-    }
+    auto [prefetch, prefetched] = prefetchOf(a->getParentOfType<gd::DispatchOp>(), what);
     DecodeAttentionKernel kernel =
         decodeAttentionKernel(attentionSpec(a), options_.subgroupOps, 0, 0, prefetch);
     requireFormedWorkgroup(kernel.source, k.source.workgroup, what);
@@ -910,6 +935,7 @@ private:
                  {BindingSource::CacheValues, 0},     {BindingSource::Result, 0},
                  {BindingSource::ScratchPartials, 0}, {BindingSource::ScratchCounters, 0}};
     k.origins.insert(k.origins.end(), prefetched.begin(), prefetched.end());
+    k.prefetches = true;
     k.cache = a.getCacheAttr();
     k.scratchCounterBytes = kernel.scratchCounterBytes;
     k.scratchPartialBytes = kernel.scratchPartialBytes;
@@ -939,6 +965,9 @@ private:
   plan::Dispatch lower(gd::DispatchOp dispatch, Operation *op, bool decode) {
     decode = decode && dispatch.getDecodeGrid().has_value();
     KernelInstance k = specify(dispatch, op, decode);
+    if (decode && dispatch.getPrefetchWeights() && !k.prefetches)
+      throw CodegenError("dispatch '" + locationName(dispatch.getLoc()) + "' (" + dispatch.getKernel().str() +
+                         ") prefetches weights, which only decode attention and gemv launches can");
     std::optional<gd::KernelChoice> own =
         holdsOneOp(dispatch) ? std::nullopt : gd::chooseKernel(op, *profile_);
     AffineMap grid = own ? own->grid : decode ? *dispatch.getDecodeGrid() : dispatch.getGrid();
@@ -1005,6 +1034,11 @@ private:
       throw CodegenError("dispatch '" + label + "' binds the KV cache but not as k_cache and v_cache");
     d.bindings.push_back({plan::BufferKind::State, 0, 0, plan_.stateBytes});
     d.grid = gridOf(dispatch, grid);
+    if (k.leadingWorkers > 0) { // a decode grid: constant
+      if (d.grid[0].mulT != 0)
+        throw CodegenError("dispatch '" + label + "': prefetch workers in a grid that grows with T");
+      d.grid[0] = plan::GridDim{0, d.grid[0].evaluate(1) + k.leadingWorkers, 1};
+    }
     d.kernel = kernelIndex(k.source, family, label);
     return d;
   }

@@ -160,6 +160,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     pipeline.fuseLogitsArgmax = options.fuseLogitsArgmax;
     pipeline.prefetchBytes = options.prefetchBytes;
     pipeline.prefetchPageBytes = options.prefetchPageBytes;
+    pipeline.spreadPages = options.spreadPages;
     mlir::gerbil::buildGerbilPipeline(pm, pipeline);
     if (mlir::failed(pm.run(*module))) {
       err << "gerbilc: internal error: the pass pipeline failed:\n" << diagnostics;

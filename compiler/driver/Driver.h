@@ -24,6 +24,7 @@ struct CompileOptions {
   bool fuseLogitsArgmax = false;   // decode picks the token in the LM head's gemv (--fuse-logits-argmax)
   int64_t prefetchBytes = -1;      // --prefetch-bytes: decode attention's weight prefetch; -1: the target's
   int64_t prefetchPageBytes = -1;  // --prefetch-page-bytes: and its page stride; -1: the target's
+  bool spreadPages = false;        // --spread-pages: page words in each decode gemv, for the next launch
   std::vector<std::string> kernelDefines; // --kernel-define [FAMILY:]NAME[=VALUE]: kernel variants
 };
 

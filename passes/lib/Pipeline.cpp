@@ -29,6 +29,7 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
   prefetch.pageBytes = chosen(options.prefetchPageBytes, &TargetProfile::decodePrefetchPageBytes);
   prefetch.maxLaunchBytes = threshold(options.prefetchBytes, &TargetProfile::decodePrefetchMaxLaunchBytes);
   prefetch.minModelBytes = threshold(options.prefetchPageBytes, &TargetProfile::decodePrefetchMinModelBytes);
+  prefetch.spreadPages = options.spreadPages;
   pm.addNestedPass<func::FuncOp>(createGerbilPrefetchWeights(prefetch));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));
   pm.addPass(createGerbilVerifyModel(GerbilVerifyModelOptions{true}));

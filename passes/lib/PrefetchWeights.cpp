@@ -58,6 +58,14 @@ bool isDecodeAttention(DispatchOp dispatch) {
   return (kernel == "attention" || kernel == kCoopAttentionKernel) && dispatch.getDecodeGrid().has_value();
 }
 
+// A projection whose decode launch is gemv.glsl (linear, matmul, grouped; tensor-core in prefill or not),
+// which can hold prefetch workers; not the logits projection that picks the token (the last launch).
+bool isDecodeGemv(DispatchOp dispatch) {
+  StringRef kernel = dispatch.getKernel();
+  return (kernel.starts_with("linear") || kernel.starts_with("matmul")) && kernel != kLogitsArgmaxKernel &&
+         dispatch.getDecodeGrid().has_value();
+}
+
 struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<PrefetchWeightsPass> {
   using GerbilPrefetchWeightsBase::GerbilPrefetchWeightsBase;
 
@@ -76,9 +84,38 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
     pages_ = pageBytes > 0 && modelBytes() >= minModelBytes;
     if (bytes == 0 && !pages_) return;
     SmallVector<DispatchOp> dispatches(getOperation().getOps<DispatchOp>());
-    for (size_t i = 0; i < dispatches.size(); ++i)
+    for (size_t i = 0; i < dispatches.size(); ++i) {
+      ArrayRef<DispatchOp> after = ArrayRef(dispatches).drop_front(i + 1);
       if (isDecodeAttention(dispatches[i]))
-        prefetchAfter(dispatches[i], ArrayRef(dispatches).drop_front(i + 1));
+        prefetchAfter(dispatches[i], after);
+      else if (pages_ && spreadPages && isDecodeGemv(dispatches[i]))
+        touchNextPages(dispatches[i], after);
+    }
+  }
+
+  // spread-pages: a gemv touches the pages of the next launch that reads matrices, unless an attention
+  // comes first (which touches them itself).
+  void touchNextPages(DispatchOp host, ArrayRef<DispatchOp> after) {
+    SmallVector<SmallVector<Matrix>> lists = readersAfter(after);
+    if (lists.empty()) return;
+    SmallVector<Attribute> names;
+    SmallVector<int64_t> sizes, strides;
+    for (const Matrix &m : lists.front()) {
+      if (roundDown(m.bytes) == 0 || names.size() == kMaxPrefetched) continue;
+      names.push_back(m.name);
+      sizes.push_back(roundDown(m.bytes));
+      strides.push_back(pageBytes);
+    }
+    setPrefetch(host, names, sizes, strides);
+  }
+
+  static void setPrefetch(DispatchOp host, ArrayRef<Attribute> names, ArrayRef<int64_t> sizes,
+                          ArrayRef<int64_t> strides) {
+    if (names.empty()) return;
+    OpBuilder builder(host);
+    host.setPrefetchWeightsAttr(builder.getArrayAttr(names));
+    host.setPrefetchBytesAttr(builder.getDenseI64ArrayAttr(sizes));
+    host.setPrefetchStridesAttr(builder.getDenseI64ArrayAttr(strides));
   }
 
   // The device bytes of every weight of the module.
@@ -134,9 +171,10 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
       if (share) break;
     }
     // The pages: a word of each page of every matrix not loaded whole, so that the launches after find
-    // their address translations cached.
+    // their address translations cached (with spread-pages, only the next launch's: each gemv touches its
+    // successor's).
     if (pages_)
-      for (ArrayRef<Matrix> matrices : lists)
+      for (ArrayRef<Matrix> matrices : ArrayRef(lists).take_front(spreadPages ? 1 : lists.size()))
         for (const Matrix &m : matrices) {
           auto found = loaded.find(m.name.getValue());
           if ((found != loaded.end() && found->second == roundDown(m.bytes)) || roundDown(m.bytes) == 0)
@@ -144,11 +182,7 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
           if (names.size() == kMaxPrefetched) break;
           add(m, roundDown(m.bytes), pageBytes);
         }
-    if (names.empty()) return;
-    OpBuilder builder(host);
-    host.setPrefetchWeightsAttr(builder.getArrayAttr(names));
-    host.setPrefetchBytesAttr(builder.getDenseI64ArrayAttr(sizes));
-    host.setPrefetchStridesAttr(builder.getDenseI64ArrayAttr(strides));
+    setPrefetch(host, names, sizes, strides);
   }
 
   bool pages_ = false; // page words are read (page-bytes, and a model of at least min-model-bytes)

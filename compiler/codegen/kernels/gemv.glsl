@@ -20,6 +20,11 @@
 //                 w_v; sums (+ bias) go to result_q, result_k, result_v, or with ROPE rotated (q, k) and with
 //                 KV_WRITE into the KV cache (k, v) at the step's position. In rotated parts a pair is two
 //                 rows that rotate together (d, d + ROTARY_DIM / 2), so the rotation needs nothing else.
+// With PREFETCH_COUNT > 0 (gerbil-prefetch-weights' spread-pages) PREFETCH_WORKERS workgroups before the
+// kernel's own only read words of the next launch's weights (prefetch.glsl).
+#ifndef PREFETCH_COUNT
+#define PREFETCH_COUNT 0
+#endif
 const uint PAIRS = ROWS / 2u;   // per workgroup
 const uint INV = 32u * SPLIT;   // invocations per pair
 #ifndef GEMV_UNROLL
@@ -300,7 +305,17 @@ void rowBlock(uint group) {
 }
 
 void main() {
+#if PREFETCH_COUNT > 0
+  // Workgroups [0, PREFETCH_WORKERS) read words of the next launch's weights (prefetch.glsl): first, so that
+  // their page walks overlap the whole launch.
+  if (gl_WorkGroupID.x < PREFETCH_WORKERS) {
+    prefetchWeights(gl_WorkGroupID.x);
+    return;
+  }
+  rowBlock(gl_WorkGroupID.x - PREFETCH_WORKERS);
+#else
   rowBlock(gl_WorkGroupID.x);
+#endif
 #if ARGMAX
   // A logits projection that Plan::lastRowLogits runs on a prefill's last row has firstRow = T - 1 and one
   // token in its push constants: the position moves on by T there, by 1 in decode (firstRow 0).

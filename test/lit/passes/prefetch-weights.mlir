@@ -13,6 +13,9 @@
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64 min-model-bytes=3585}))' | FileCheck %s --check-prefix=NONE
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 max-launch-bytes=1024}))' | FileCheck %s --check-prefix=MAX-LAUNCH-EQUAL
 // RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{max-launch-bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE-MAX
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64 spread-pages=true}))' | FileCheck %s --check-prefix=SPREAD
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=1040 page-bytes=64 spread-pages=true}))' | FileCheck %s --check-prefix=SPREAD-DATA
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{spread-pages=true}))' | FileCheck %s --check-prefix=NONE
 
 // Two layers' attention, o projection and MLP (f32 weights: o 8 × 8 is 256 bytes, gate and up 32 × 8 and
 // down 8 × 32 1024 each). Before: no dispatch prefetches. After: each attention dispatch names the matrices
@@ -49,6 +52,20 @@
 // MAX-LAUNCH-EQUAL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 1024>, prefetch_strides = array<i64: 16, 16>, prefetch_weights = [@l0.o, @l0.down]}
 // The page words need a model of at least min-model-bytes (here 3584 bytes of weights: ONLY-PAGES above at
 // 3584, NONE at 3585).
+
+// spread-pages: each attention touches the pages of the launch after it only, and each gemv (a linear or
+// grouped projection) those of the next launch that reads matrices, unless an attention comes first: o ->
+// gate and up, gate/up -> down, down -> nothing (the next attention), the last o -> nothing.
+// SPREAD-LABEL: func.func @forward
+// SPREAD: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 64>, prefetch_weights = [@l0.o]}
+// SPREAD: gerbil.dispatch "linear"{{.*}}prefetch_bytes = array<i64: 1024, 1024>, prefetch_strides = array<i64: 64, 64>, prefetch_weights = [@l0.gate, @l0.up]}
+// SPREAD: gerbil.dispatch "linear_gate_up"{{.*}}prefetch_bytes = array<i64: 1024>, prefetch_strides = array<i64: 64>, prefetch_weights = [@l0.down]}
+// SPREAD: gerbil.dispatch "linear"{{.*}}decode_workgroup = array<i64: 128, 1, 1>} :
+// SPREAD: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 64>, prefetch_weights = [@l1.o]}
+// SPREAD: gerbil.dispatch "linear"{{.*}}decode_workgroup = array<i64: 128, 1, 1>} :
+// The data stays the attention's: o whole (no page words for it then); the gemvs touch pages only.
+// SPREAD-DATA: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.o]}
+// SPREAD-DATA: gerbil.dispatch "linear"{{.*}}prefetch_bytes = array<i64: 1024, 1024>, prefetch_strides = array<i64: 64, 64>, prefetch_weights = [@l0.gate, @l0.up]}
 
 // NEGATIVE: bytes, data-launches, max-launch-bytes and min-model-bytes must not be negative and page-bytes must be a multiple of 16, got -1, 1, 0, 0 and 0
 // ODD: must be a multiple of 16, got 0, 1, 0, 0 and 100

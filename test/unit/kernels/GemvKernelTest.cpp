@@ -36,9 +36,19 @@ protected:
     std::vector<vk::Buffer> buffers =
         linearBuffers(x, packWeights(w, spec.weight), spec.norm && spec.normWeighted ? &g : nullptr,
                       spec.residual ? &residual : nullptr, n);
+    // The prefetch workers' weights (each 4 KiB longer than its range) between the result and the state.
+    const size_t resultIndex = buffers.size() - 2;
+    vk::Buffer stateBuffer = std::move(buffers.back());
+    buffers.pop_back();
+    for (const codegen::PrefetchRange &range : spec.prefetch) {
+      std::vector<float> weights(static_cast<size_t>(range.bytes / 4 + 1024));
+      for (float &v : weights) v = uniform(rng);
+      buffers.push_back(upload(weights, "prefetched weights"));
+    }
+    buffers.push_back(std::move(stateBuffer));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
     run(spirv, buffers, codegen::gemvGrid(spec), 1, "gemv test kernel");
-    std::vector<float> result = download(buffers[buffers.size() - 2], n);
+    std::vector<float> result = download(buffers[resultIndex], n);
     double tolerance = 1e-5 * double(k) + 1e-4;
     for (int64_t row = 0; row < n; ++row)
       ASSERT_NEAR(result[row], expected[row], tolerance)
@@ -78,6 +88,30 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
       checkGemv(spec);
       ASSERT_FALSE(HasFatalFailure());
     }
+}
+
+// Prefetch workers (gerbil-prefetch-weights' spread-pages) before the gemv's own workgroups leave its result
+// as it is: words a page apart and every word, several bindings, one over several workers, with and without
+// subgroup operations; and the grid holds them.
+TEST_F(GemvKernelTest, PrefetchWorkersLeaveTheResultAsItIs) {
+  const std::vector<codegen::PrefetchRange> ranges[] = {
+      {{1 << 20, 4096}}, {{300 << 10, 65536}, {16}, {4096, 4096}}, {{256 << 10}, {48}}};
+  for (const auto &prefetch : ranges)
+    for (bool subgroupOps : {true, false}) {
+      codegen::GemvSpec spec;
+      spec.n = 300, spec.k = 520, spec.weight = plan::DType::F16, spec.norm = true, spec.residual = true;
+      spec.eps = 1e-5, spec.subgroupOps = subgroupOps, spec.prefetch = prefetch;
+      checkGemv(spec);
+      ASSERT_FALSE(HasFatalFailure());
+    }
+  codegen::GemvSpec plain;
+  plain.n = 300, plain.k = 520, plain.weight = plan::DType::F16;
+  codegen::GemvSpec prefetching = plain;
+  prefetching.prefetch = {{256 << 10}, {48}}; // 4 workers of 64 KiB, and one
+  const int64_t workgroup = codegen::gemvKernel(plain).workgroup[0];
+  EXPECT_EQ(codegen::gemvGrid(prefetching)[0],
+            codegen::gemvGrid(plain)[0] + codegen::prefetchWorkers(prefetching.prefetch, workgroup));
+  EXPECT_GT(codegen::prefetchWorkers(prefetching.prefetch, workgroup), 1);
 }
 
 // The logits projection that also picks the greedy token (ARGMAX; gerbil-fuse-logits-argmax), as

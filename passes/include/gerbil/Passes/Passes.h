@@ -28,6 +28,7 @@ struct PipelineOptions {
   // every model).
   int64_t prefetchBytes = -1;
   int64_t prefetchPageBytes = -1; // and its page stride (decodePrefetchPageBytes)
+  bool spreadPages = false;       // gerbil-prefetch-weights' spread-pages
 };
 
 // verify -> layout -> [fuse-norm-prologue -> fuse-residual -> group-qkv -> fuse-rope-kv-write ->

@@ -133,7 +133,9 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     cost the attention little and save their first loads' trip to memory (Qwen2.5-0.5B's o, 1.6 MiB: 5.7
     -> 4.7 µs for +0.2). A model whose weights stay within
     the address translations' reach (sweep ax: none lost at 3.5 GiB) gets no page reads under
-    `min-model-bytes`.
+    `min-model-bytes`. With `spread-pages`, the ~200 page walks a layer of the 8B takes are spread over the
+    launches: every decode gemv (a linear or grouped projection) touches the pages of the next launch that
+    reads matrices, unless an attention comes first, and an attention only those of the launch after it.
   }];
   let options = [
     Option<"bytes", "bytes", "int64_t", "0", "Most weight bytes one attention launch prefetches">,
@@ -145,7 +147,11 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     Option<"maxLaunchBytes", "max-launch-bytes", "int64_t", "0",
            "Most bytes of matrices a launch reads for its data to be prefetched (0: no limit)">,
     Option<"minModelBytes", "min-model-bytes", "int64_t", "0",
-           "Least bytes of weights the model has for page words to be read">
+           "Least bytes of weights the model has for page words to be read">,
+    Option<"spreadPages", "spread-pages", "bool", "false",
+           "Page words: each decode gemv touches the next launch's pages in workgroups of its own, and an "
+           "attention only its next launch's, instead of the attention all of them up to the next attention"
+           " (not timed yet)">
   ];
 }
 
