@@ -56,6 +56,31 @@ struct Options {
 };
 
 // Random f32 values, or 16-bit ones for f16 / bf16 buffers (finite, in [-1, 1]).
+// --prefetch BYTES[@STRIDE] (repeatable), as gerbil-prefetch-weights gives a launch's prefetch workers.
+std::vector<codegen::PrefetchRange> parsePrefetch(const std::vector<std::string> &texts) {
+  std::vector<codegen::PrefetchRange> ranges;
+  for (const std::string &text : texts) {
+    size_t at = text.find('@'), used = 0, usedStride = 0;
+    codegen::PrefetchRange range;
+    try {
+      range.bytes = std::stoll(text.substr(0, at), &used);
+      if (at != std::string::npos) range.stride = std::stoll(text.substr(at + 1), &usedStride);
+    } catch (const std::exception &) {
+      used = 0;
+    }
+    if (used != std::min(at, text.size()) || (at != std::string::npos && usedStride != text.size() - at - 1))
+      throw std::runtime_error("--prefetch '" + text + "': not BYTES or BYTES@STRIDE");
+    ranges.push_back(range);
+  }
+  return ranges;
+}
+
+nlohmann::json prefetchJson(const std::vector<codegen::PrefetchRange> &ranges) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const codegen::PrefetchRange &r : ranges) list.push_back({r.bytes, r.stride});
+  return list;
+}
+
 std::vector<uint8_t> randomBytes(size_t elements, plan::DType dtype, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -326,10 +351,12 @@ int main(int argc, char **argv) {
                    "Lanes that share a key's scores: 1, 2, 4, 8, 16 or 32 (default: the codegen's)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16, 32}));
   std::vector<std::string> prefetch;
-  attention->add_option(
-      "--prefetch", prefetch,
-      "BYTES[@STRIDE]: also read BYTES of a weight (every STRIDE bytes; default 16, every word) "
-      "in workgroups of their own, as gerbil-prefetch-weights has it (repeatable, up to 8)");
+  const char *prefetchHelp =
+      "BYTES[@STRIDE]: also read BYTES of a weight (every STRIDE bytes; default 16, every "
+      "word) in workgroups of their own, as gerbil-prefetch-weights has it (repeatable, up "
+      "to 8)";
+  attention->add_option("--prefetch", prefetch, prefetchHelp);
+  gemv->add_option("--prefetch", prefetch, prefetchHelp);
 
   std::string kvDtype = "f32";
   attention->add_option("--kv-dtype", kvDtype, "What the KV cache holds (gerbilc --kv-dtype)")
@@ -484,6 +511,7 @@ int main(int argc, char **argv) {
         throw CLI::ValidationError("--argmax", "takes neither --residual nor --split");
       spec.argmax = spec.rowFromPush = argmax;
       spec.maxSequence = 32; // the bench's state buffer holds 64 words
+      spec.prefetch = parsePrefetch(prefetch);
       codegen::KernelSource source = codegen::gemvKernel(spec);
       const codegen::GemvScratch scratch = codegen::gemvScratch(spec);
       std::vector<BindingData> data;
@@ -497,6 +525,11 @@ int main(int argc, char **argv) {
           data.push_back({std::vector<uint8_t>(bytes), false, true});
           continue;
         }
+        if (b.name.rfind("prefetch", 0) == 0) { // the next launch's weights, not yet in the L2
+          const codegen::PrefetchRange &range = spec.prefetch[std::stoul(b.name.substr(8))];
+          data.push_back({randomBytes(range.bytes / 2, plan::DType::F16, 11), true});
+          continue;
+        }
         size_t elements = b.name == "x" || b.name == "g" ? k : weight ? n * k : n;
         data.push_back({randomBytes(elements, weight ? options.dtype : plan::DType::F32, 7), weight});
       }
@@ -508,6 +541,7 @@ int main(int argc, char **argv) {
                   {"split", split},
                   {"gate_up", gateUp},
                   {"argmax", argmax},
+                  {"prefetch", prefetchJson(spec.prefetch)},
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     } else if (prefillAttention->parsed()) {
@@ -556,21 +590,7 @@ int main(int argc, char **argv) {
       if (queryHeads > 0 && (heads / kvHeads) % queryHeads != 0)
         throw std::runtime_error("--query-heads must divide heads / kv-heads (" +
                                  std::to_string(heads / kvHeads) + ")");
-      std::vector<codegen::PrefetchRange> ranges;
-      for (const std::string &text : prefetch) {
-        size_t at = text.find('@'), used = 0, usedStride = 0;
-        codegen::PrefetchRange range;
-        try {
-          range.bytes = std::stoll(text.substr(0, at), &used);
-          if (at != std::string::npos) range.stride = std::stoll(text.substr(at + 1), &usedStride);
-        } catch (const std::exception &) {
-          used = 0;
-        }
-        if (used != std::min(at, text.size()) ||
-            (at != std::string::npos && usedStride != text.size() - at - 1))
-          throw std::runtime_error("--prefetch '" + text + "': not BYTES or BYTES@STRIDE");
-        ranges.push_back(range);
-      }
+      const std::vector<codegen::PrefetchRange> ranges = parsePrefetch(prefetch);
       if (scoreLanes > static_cast<int64_t>(bench.info().minSubgroupSize))
         throw std::runtime_error("--score-lanes " + std::to_string(scoreLanes) +
                                  ": the device's subgroups may hold " +
@@ -593,8 +613,6 @@ int main(int argc, char **argv) {
       for (size_t i = 0; i < ranges.size(); ++i) // weights not yet in the L2, as in a model
         data.push_back(
             {randomBytes(ranges[i].bytes / 2, plan::DType::F16, 4 + static_cast<uint32_t>(i)), true});
-      nlohmann::json prefetched = nlohmann::json::array();
-      for (const codegen::PrefetchRange &r : ranges) prefetched.push_back({r.bytes, r.stride});
       bench.setPosition(static_cast<uint32_t>(position));
       double ms = bench.time(kernel.source, data, kernel.grid, 1);
       double bytes = 2.0 * kvHeads * (position + 1) * headDim * plan::byteSize(cacheType);
@@ -607,7 +625,7 @@ int main(int argc, char **argv) {
            {"workgroup_size", kernel.source.workgroup[0]},
            {"workgroups", kernel.grid[0] * kernel.grid[1]},
            {"score_lanes", scoreLanes ? scoreLanes : codegen::decodeScoreLanes(spec, options.subgroupOps)},
-           {"prefetch", prefetched},
+           {"prefetch", prefetchJson(ranges)},
            {"kv_dtype", kvDtype},
            {"ms", ms},
            {"gb_per_s", bytes / (ms * 1e6)}});
