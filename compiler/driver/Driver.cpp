@@ -196,6 +196,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     uint64_t planBytes = plan::writeFile(plan, options.outputPath);
     if (summary) {
       summary->architecture = model.architecture;
+      summary->target = target;
       summary->dispatchesPerStep = static_cast<int64_t>(plan.decode.size());
       summary->prefillDispatches = static_cast<int64_t>(plan.prefill.size());
       summary->kernels = static_cast<int64_t>(plan.kernels.size());

@@ -30,6 +30,7 @@ struct CompileOptions {
 
 struct CompileSummary {
   std::string architecture;
+  std::string target; // the profile compiled for (auto resolved)
   int64_t dispatchesPerStep = 0;
   int64_t prefillDispatches = 0; // per prefill step (chunk)
   int64_t kernels = 0;

@@ -3,6 +3,7 @@
 #include "tools/CliHelpers.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <iostream>
 
@@ -10,7 +11,7 @@ int main(int argc, char **argv) {
   CLI::App app{"gerbilc: ahead-of-time compiler of transformer language models.\n"
                "Turns a HuggingFace config.json into a plan of SPIR-V kernels for gerbil-exec."};
   gerbil::CompileOptions options;
-  bool list = false, stats = false;
+  bool list = false, stats = false, json = false;
   app.add_option("config", options.configPath, "The model's config.json");
   app.add_option("-o,--output", options.outputPath, "Output file (the plan, or the MLIR with --emit=mlir*)");
   app.add_option(
@@ -68,6 +69,7 @@ int main(int argc, char **argv) {
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");
+  app.add_flag("--json", json, "Print the --stats summary as one JSON object (for scripts)");
   app.failure_message(gerbil::cli::failureMessage("gerbilc"));
   try {
     app.parse(argc, argv);
@@ -86,7 +88,23 @@ int main(int argc, char **argv) {
   }
   gerbil::CompileSummary summary;
   int code = gerbil::compileModel(options, std::cout, std::cerr, &summary);
-  if (code == 0 && stats && options.emit == "plan") {
+  if (code == 0 && json && options.emit == "plan") {
+    nlohmann::json out = {{"plan", options.outputPath},
+                          {"architecture", summary.architecture},
+                          {"target", summary.target},
+                          {"dispatches_per_token", summary.dispatchesPerStep},
+                          {"prefill_dispatches_per_step", summary.prefillDispatches},
+                          {"kernels", summary.kernels},
+                          {"decode_weight_bytes_per_token", summary.decodeWeightBytes},
+                          {"decode_activation_bytes_per_token", summary.decodeActivationBytes},
+                          {"decode_kv_bytes_per_position", summary.decodeKVBytesPerPosition},
+                          {"weight_bytes", summary.weightBytes},
+                          {"arena_bytes", summary.arenaBytes},
+                          {"kv_cache_bytes", summary.kvCacheBytes},
+                          {"kv_cache_dtype", summary.kvCacheDtype},
+                          {"plan_bytes", summary.planBytes}};
+    std::cout << out.dump() << std::endl;
+  } else if (code == 0 && stats && options.emit == "plan") {
     auto mib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
     std::printf("architecture       %s\n", summary.architecture.c_str());
     std::printf("dispatches/token   %lld (prefill: %lld per step)\n",
