@@ -1,5 +1,7 @@
 // Weight prefetch: a decode attention launch leaves the memory system idle, so it loads the weights of the
-// projections after it into the L2 (attention_decode.glsl's prefetch workgroups), where they read faster.
+// projections after it into the L2 (attention_decode.glsl's prefetch workgroups), where they read faster,
+// and touches their pages so that their address translations are cached; with spread-pages each decode
+// gemv touches the next launch's pages instead (gemv.glsl's prefetch workgroups).
 #include "gerbil/Dialect/GerbilDialect.h"
 #include "gerbil/Passes/KernelCatalog.h"
 #include "gerbil/Passes/Passes.h"
@@ -73,8 +75,8 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
     if (bytes < 0 || dataLaunches < 0 || pageBytes < 0 || pageBytes % kPrefetchGranule != 0 ||
         maxLaunchBytes < 0 || minModelBytes < 0) {
       getOperation().emitError() << "gerbil-prefetch-weights: bytes, data-launches, max-launch-bytes and "
-                                    "min-model-bytes must not be "
-                                    "negative and page-bytes must be a multiple of 16, got "
+                                    "min-model-bytes must not be negative and page-bytes must be a "
+                                    "multiple of 16, got "
                                  << static_cast<int64_t>(bytes) << ", " << static_cast<int64_t>(dataLaunches)
                                  << ", " << static_cast<int64_t>(maxLaunchBytes) << ", "
                                  << static_cast<int64_t>(minModelBytes) << " and "
