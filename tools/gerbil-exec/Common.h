@@ -25,5 +25,7 @@ void writeLogits(const std::string &path, const std::vector<float> &prompt, cons
 int listDevices(bool json);
 // --device-info: every device, or only `device` when it is not -1.
 int deviceInfo(int device, bool json);
+// --plan-info: the plan's model, target, sizes and device requirements (PlanInfo.cpp).
+int planInfo(const std::string &path, bool json);
 
 } // namespace gerbil::tool

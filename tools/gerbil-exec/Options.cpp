@@ -54,6 +54,9 @@ void addOptions(CLI::App &app, Options &o) {
       "--device-info", o.deviceInfo,
       "Describe each Vulkan device (or --device N) as the compiler's targets see it: limits, f16, "
       "subgroup sizes, cooperative-matrix extensions and shapes, all extensions with --json; then exit");
+  app.add_flag("--plan-info", o.planInfo,
+               "Describe the plan: its model, target, memory and what it needs of a device (with --json, "
+               "as JSON); then exit. Needs neither a device nor the weights");
   app.add_flag("--json", o.json,
                "Print one JSON object with the ids, text and timings on stdout (one per chat turn)");
   app.add_flag("--validation", o.validation, "Enable the Vulkan validation layers");

@@ -32,7 +32,7 @@ struct Options {
   exec::SamplingOptions sampling;
   bool stopAtEos = false; // --prompt-ids mode only: text modes always stop at an end-of-sequence token
   // Output and device.
-  bool json = false, listDevices = false, deviceInfo = false, validation = false;
+  bool json = false, listDevices = false, deviceInfo = false, planInfo = false, validation = false;
   int device = -1;
   std::optional<uint32_t> spinWaitMicroseconds; // unset: the runtime's default (vk::ContextOptions)
 };

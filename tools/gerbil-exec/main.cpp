@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
       std::cerr << "gerbil-exec: error: no plan given (see --help)\n";
       return kUsage;
     }
+    if (options.planInfo) return planInfo(options.plan, options.json);
     if (std::string problem = checkOptions(app, options); !problem.empty()) {
       std::cerr << "gerbil-exec: error: " << problem << "\n";
       return kUsage;
