@@ -4,6 +4,7 @@
 #include "compiler/codegen/ShaderCompiler.h"
 #include "compiler/frontend/Frontend.h"
 #include "compiler/generator/Generator.h"
+#include "gerbil/Dialect/GerbilDialect.h"
 #include "gerbil/Passes/Passes.h"
 #include "gerbil/Passes/TargetProfile.h"
 #include "runtime/vulkan/Device.h"
@@ -76,6 +77,18 @@ std::string autoTarget(std::ostream &err) {
   err << "gerbilc: note: --target auto: " << device->name << " -> " << target << "\n";
   return target;
 }
+
+namespace {
+// Whether gerbil-prefetch-weights gave any decode launch page words (a prefetch stride over 16 bytes).
+bool readsPageWords(mlir::ModuleOp module) {
+  bool found = false;
+  module.walk([&](mlir::gerbil::DispatchOp dispatch) {
+    if (std::optional<llvm::ArrayRef<int64_t>> strides = dispatch.getPrefetchStrides())
+      found = found || llvm::any_of(*strides, [](int64_t stride) { return stride > 16; });
+  });
+  return found;
+}
+} // namespace
 
 int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err,
                  CompileSummary *summary) {
@@ -166,6 +179,9 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
       err << "gerbilc: internal error: the pass pipeline failed:\n" << diagnostics;
       return kExitInternal;
     }
+    if (options.spreadPages && !readsPageWords(*module))
+      err << "gerbilc: note: --spread-pages: no page words for this model (the target reads them only for "
+             "large models; --prefetch-page-bytes N asks for them)\n";
     if (options.emit == "mlir-opt") {
       printModule(*module, options.outputPath, out);
       return kExitOk;
