@@ -3,6 +3,7 @@
 // before the manifest is parsed, and every manifest key is checked for presence and type so that a bad file
 // gives a message naming the key instead of a crash.
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/PlanJson.h"
 
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
@@ -83,6 +84,22 @@ json dispatchesToJson(const std::vector<Dispatch> &dispatches) {
   return list;
 }
 
+} // namespace
+
+json requirementsToJson(const Requirements &r) {
+  return json{{"shaderFloat16", r.shaderFloat16},
+              {"storageBuffer16BitAccess", r.storageBuffer16BitAccess},
+              {"maxStorageBufferRange", r.maxStorageBufferRange},
+              {"maxSharedMemoryBytes", r.maxSharedMemoryBytes},
+              {"vulkanMemoryModel", r.vulkanMemoryModel},
+              {"subgroupSize", r.subgroupSize},
+              {"deviceExtensions", r.deviceExtensions},
+              {"subgroupArithmetic", r.subgroupArithmetic},
+              {"minSubgroupSize", r.minSubgroupSize}};
+}
+
+namespace {
+
 json manifestToJson(const Plan &plan) {
   json m;
   m["model"] =
@@ -92,15 +109,7 @@ json manifestToJson(const Plan &plan) {
            {"eosTokenIds", plan.model.eosTokenIds},   {"configJson", plan.model.configJson},
            {"configPath", plan.model.configPath},     {"ignoredSourceKeys", plan.model.ignoredSourceKeys}};
   m["limits"] = json{{"maxSequence", plan.limits.maxSequence}, {"prefillChunk", plan.limits.prefillChunk}};
-  m["requires"] = json{{"shaderFloat16", plan.requires_.shaderFloat16},
-                       {"storageBuffer16BitAccess", plan.requires_.storageBuffer16BitAccess},
-                       {"maxStorageBufferRange", plan.requires_.maxStorageBufferRange},
-                       {"maxSharedMemoryBytes", plan.requires_.maxSharedMemoryBytes},
-                       {"vulkanMemoryModel", plan.requires_.vulkanMemoryModel},
-                       {"subgroupSize", plan.requires_.subgroupSize},
-                       {"deviceExtensions", plan.requires_.deviceExtensions},
-                       {"subgroupArithmetic", plan.requires_.subgroupArithmetic},
-                       {"minSubgroupSize", plan.requires_.minSubgroupSize}};
+  m["requires"] = requirementsToJson(plan.requires_);
   m["target"] = plan.target;
   m["compilerVersion"] = plan.compilerVersion;
 

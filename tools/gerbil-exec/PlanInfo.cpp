@@ -3,6 +3,7 @@
 
 #include "runtime/exec/Executor.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/PlanJson.h"
 
 #include <nlohmann/json.hpp>
 
@@ -60,16 +61,7 @@ int planInfo(const std::string &path, bool json) {
                           {"prefill_dispatches", plan.prefill.size()},
                           {"kernels", plan.kernels.size()},
                           {"gpu_argmax", plan.gpuArgmax},
-                          {"requires",
-                           {{"shader_float16", r.shaderFloat16},
-                            {"storage_buffer_16bit_access", r.storageBuffer16BitAccess},
-                            {"vulkan_memory_model", r.vulkanMemoryModel},
-                            {"subgroup_arithmetic", r.subgroupArithmetic},
-                            {"min_subgroup_size", r.minSubgroupSize},
-                            {"subgroup_size", r.subgroupSize},
-                            {"device_extensions", r.deviceExtensions},
-                            {"max_shared_memory_bytes", r.maxSharedMemoryBytes},
-                            {"max_storage_buffer_range", r.maxStorageBufferRange}}}};
+                          {"requires", plan::requirementsToJson(r)}}; // the manifest's object
     std::cout << out.dump() << std::endl;
     return kOk;
   }
