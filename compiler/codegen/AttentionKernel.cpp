@@ -4,8 +4,6 @@
 
 #include "gerbil/Passes/KernelShapes.h"
 
-#include <algorithm>
-
 namespace gerbil::codegen {
 
 namespace {

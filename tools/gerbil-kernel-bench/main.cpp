@@ -55,7 +55,6 @@ struct Options {
   bool bufferDeviceAddress = false;
 };
 
-// Random f32 values, or 16-bit ones for f16 / bf16 buffers (finite, in [-1, 1]).
 // --prefetch BYTES[@STRIDE] (repeatable), as gerbil-prefetch-weights gives a launch's prefetch workers.
 std::vector<codegen::PrefetchRange> parsePrefetch(const std::vector<std::string> &texts) {
   std::vector<codegen::PrefetchRange> ranges;
@@ -81,6 +80,7 @@ nlohmann::json prefetchJson(const std::vector<codegen::PrefetchRange> &ranges) {
   return list;
 }
 
+// Random f32 values, or 16-bit ones for f16 / bf16 buffers (finite, in [-1, 1]).
 std::vector<uint8_t> randomBytes(size_t elements, plan::DType dtype, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -418,6 +418,7 @@ int main(int argc, char **argv) {
   options.rotateBytes = rotateMib << 20;
   options.packBytes = packMib << 20;
   options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;
+  const plan::DType cacheType = kvDtype == "f16" ? plan::DType::F16 : plan::DType::F32;
 
   try {
     options.bufferDeviceAddress = syncCommand->parsed();
@@ -553,8 +554,7 @@ int main(int argc, char **argv) {
       spec.keyTile = keyTile;
       spec.halfResult = halfResult;
       codegen::KernelSource source = codegen::attentionKernel(spec, coop);
-      if (kvDtype == "f16") codegen::holdCacheInHalf(source);
-      const plan::DType cacheType = kvDtype == "f16" ? plan::DType::F16 : plan::DType::F32;
+      if (cacheType == plan::DType::F16) codegen::holdCacheInHalf(source);
       const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
       const size_t rows = static_cast<size_t>(tokens * heads * headDim);
       std::vector<BindingData> data = {{randomBytes(rows, plan::DType::F32, 1)},
@@ -597,8 +597,7 @@ int main(int argc, char **argv) {
                                  std::to_string(bench.info().minSubgroupSize) + " lanes");
       codegen::DecodeAttentionKernel kernel =
           codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps, ranges, scoreLanes);
-      if (kvDtype == "f16") codegen::holdCacheInHalf(kernel.source);
-      const plan::DType cacheType = kvDtype == "f16" ? plan::DType::F16 : plan::DType::F32;
+      if (cacheType == plan::DType::F16) codegen::holdCacheInHalf(kernel.source);
       if (kernel.source.sharedMemoryBytes > bench.info().maxSharedMemoryBytes)
         throw std::runtime_error("the kernel's " + std::to_string(kernel.source.sharedMemoryBytes) +
                                  " bytes of shared memory exceed the device's " +
