@@ -18,18 +18,34 @@ std::string_view kernelFile(const std::string &name) {
   throw CodegenError("no kernel template '" + name + "' is built in");
 }
 
-std::string declare(const KernelBinding &b, size_t index) {
-  std::string layout = "layout(std430, binding = " + std::to_string(index) + ") ";
+// Declares a storage block of one array, `type name[]`: binding `index` of the descriptor set, or a buffer
+// reference type whose address is the push constants' addresses[index], reached through a macro of the
+// array's name (its member is named otherwise: glslang expands a macro again inside the arguments of another,
+// so a macro may not yield its own name). `qualifier` ends in a space.
+std::string declareArray(const std::string &block, const std::string &qualifier, const std::string &type,
+                         const std::string &name, size_t index, bool byAddress) {
+  if (!byAddress)
+    return "layout(std430, binding = " + std::to_string(index) + ") " + qualifier + "buffer " + block +
+           " { " + type + " " + name + "[]; };\n";
+  return "layout(buffer_reference, std430, buffer_reference_align = " +
+         std::to_string(plan::kBufferAddressAlignment) + ") " + qualifier + "buffer " + block + " { " + type +
+         " array_[]; };\n#define " + name + " " + block + "(step_.addresses[" + std::to_string(index) +
+         "]).array_\n";
+}
+
+std::string declare(const KernelBinding &b, size_t index, bool byAddress) {
   std::string block = "Binding_" + b.name;
   std::string array = b.name + "_";
+  std::string v4 = b.name + "_v4";
   if (b.access == Access::TokenIds)
-    return layout + "restrict readonly buffer " + block + " { int " + b.name + "[]; };\n";
-  if (b.access == Access::TokenIdsWrite) return layout + "restrict buffer " + block + " { int " + b.name + "[]; };\n";
+    return declareArray(block, "restrict readonly ", "int", b.name, index, byAddress);
+  if (b.access == Access::TokenIdsWrite)
+    return declareArray(block, "restrict ", "int", b.name, index, byAddress);
   std::string qualifier = b.access == Access::Read ? "restrict readonly " : b.access == Access::Write ? "restrict writeonly " : "restrict ";
   if (b.coherent) qualifier = "coherent " + qualifier;
   if (b.halfValues) {
-    std::string text = layout + qualifier + "buffer " + block + " { float16_t " + array + "[]; };\n";
-    if (b.vec4View) text += layout + qualifier + "buffer " + block + "_v4 { uvec2 " + b.name + "_v4[]; };\n";
+    std::string text = declareArray(block, qualifier, "float16_t", array, index, byAddress);
+    if (b.vec4View) text += declareArray(block + "_v4", qualifier, "uvec2", v4, index, byAddress);
     if (b.access != Access::Write)
       text += "float load_" + b.name + "(uint i) { return float(" + array + "[i]); }\n";
     if (b.access != Access::Read)
@@ -37,10 +53,9 @@ std::string declare(const KernelBinding &b, size_t index) {
     return text;
   }
   bool packed16 = b.dtype == plan::DType::F16 || b.dtype == plan::DType::BF16;
-  std::string text = layout + qualifier + "buffer " + block + " { " + (packed16 ? "uint " : "float ") + array + "[]; };\n";
+  std::string text = declareArray(block, qualifier, packed16 ? "uint" : "float", array, index, byAddress);
   if (b.vec4View)
-    text += layout + qualifier + "buffer " + block + "_v4 { " + (packed16 ? "uvec4 " : "vec4 ") + b.name +
-            "_v4[]; };\n";
+    text += declareArray(block + "_v4", qualifier, packed16 ? "uvec4" : "vec4", v4, index, byAddress);
   if (b.access != Access::Write) {
     text += "float load_" + b.name + "(uint i) { ";
     if (b.dtype == plan::DType::F16) text += "return unpackHalf2x16(" + array + "[i >> 1])[i & 1u]; }\n";
@@ -53,6 +68,18 @@ std::string declare(const KernelBinding &b, size_t index) {
     if (!packed16) text += "void store_" + b.name + "(uint i, float v) { " + array + "[i] = v; }\n";
   }
   return text;
+}
+
+// The step's push constants: T, the one-row gemv's row, and by address every binding's address.
+std::string declarePushConstants(const KernelSource &kernel) {
+  std::string text = "layout(push_constant) uniform Step {\n"
+                     "  uint tokens;  // T of this step\n"
+                     "  uint firstRow;  // the row a one-row gemv works on (the last-row logits of a prefill "
+                     "step), else 0\n";
+  if (kernel.byAddress)
+    text += "  uvec2 addresses[" + std::to_string(kernel.bindings.size() + 1) +
+            "];  // the bindings', state last\n";
+  return text + "} step_;\n";
 }
 
 } // namespace
@@ -69,6 +96,9 @@ std::string writeKernel(const KernelSource &kernel) {
   std::string text = "#version 450\n#extension GL_EXT_control_flow_attributes : enable\n";
   for (const std::string &extension : kernel.extensions) text += "#extension " + extension + " : require\n";
   if (usesHalfValues(kernel)) text += "#extension GL_EXT_shader_16bit_storage : require\n";
+  if (kernel.byAddress)
+    text +=
+        "#extension GL_EXT_buffer_reference : require\n#extension GL_EXT_buffer_reference_uvec2 : require\n";
   if (kernel.subgroupOps)
     text += "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_arithmetic "
             ": require\n";
@@ -80,13 +110,22 @@ std::string writeKernel(const KernelSource &kernel) {
   if (kernel.needsReduction) text += "#define NEEDS_REDUCTION 1\n";
   text += std::string("#define SUBGROUP_OPS ") + (kernel.subgroupOps ? "1" : "0") + "\n";
   text += "#define MIN_SUBGROUP_SIZE " + std::to_string(kMinSubgroupSize) + "u\n";
+  text += declarePushConstants(kernel);
   text += kernelFile("common.glsl");
-  for (size_t i = 0; i < kernel.bindings.size(); ++i) text += declare(kernel.bindings[i], i);
+  for (size_t i = 0; i < kernel.bindings.size(); ++i)
+    text += declare(kernel.bindings[i], i, kernel.byAddress);
   for (const std::string &name : kernel.absentInputs)
     text += "float load_" + name + "(uint i) { return 0.0; }  // not bound: this model has none\n";
   // The state buffer is always the last binding (plan::BufferKind::State).
-  text += "layout(std430, binding = " + std::to_string(kernel.bindings.size()) +
-          ") restrict buffer Binding_state { uint position; uint generated; uint tokens[]; } state_;\n";
+  const std::string state = "uint position; uint generated; uint tokens[];";
+  const size_t stateIndex = kernel.bindings.size();
+  if (kernel.byAddress)
+    text += "layout(buffer_reference, std430, buffer_reference_align = " +
+            std::to_string(plan::kBufferAddressAlignment) + ") restrict buffer Binding_state { " + state +
+            " };\n#define state_ Binding_state(step_.addresses[" + std::to_string(stateIndex) + "])\n";
+  else
+    text += "layout(std430, binding = " + std::to_string(stateIndex) + ") restrict buffer Binding_state { " +
+            state + " } state_;\n";
   for (const std::string &library : kernel.libraries) text += kernelFile(library);
   text += kernelFile(kernel.templateFile);
   return text;

@@ -57,6 +57,9 @@ struct KernelSource {
   // Enables GL_KHR_shader_subgroup_arithmetic and defines SUBGROUP_OPS 1 (templates that support it fall
   // back to shared-memory reductions under SUBGROUP_OPS 0) and MIN_SUBGROUP_SIZE.
   bool subgroupOps = false;
+  // The bindings are reached through device addresses in the push constants, not descriptors
+  // (plan::BufferAccess::Addresses): templates read and write them by the same names either way.
+  bool byAddress = false;
 };
 
 // Throws CodegenError when the template does not exist.

@@ -125,6 +125,10 @@ public:
     plan_.inputIds = {plan::BufferKind::Input, 0, 0, plan_.inputBytes};
     plan_.stateBytes = (plan::kStateHeaderWords + static_cast<uint64_t>(options_.maxSequence)) * 4;
     plan_.target = options_.target;
+    if (options_.bufferAddresses) {
+      plan_.bufferAccess = plan::BufferAccess::Addresses;
+      plan_.requires_.bufferDeviceAddress = true;
+    }
 
     // Where each one-op dispatch landed in the two schedules.
     llvm::DenseMap<Operation *, std::pair<size_t, size_t>> placed;
@@ -1071,6 +1075,7 @@ private:
   uint32_t kernelIndex(KernelSource source, const std::string &family, const std::string &label) {
     for (const KernelDefine &define : options_.kernelDefines)
       if (appliesTo(define, source)) setDefine(source, define.name, define.value);
+    source.byAddress = options_.bufferAddresses;
     std::string glsl = writeKernel(source);
     if (auto it = kernelBySource_.find(glsl); it != kernelBySource_.end()) return it->second;
     plan::Kernel kernel;
@@ -1101,6 +1106,8 @@ private:
       plan_.requires_.minSubgroupSize = kMinSubgroupSize;
     }
     kernel.numBindings = static_cast<uint32_t>(source.bindings.size()) + 1; // + the state buffer
+    needs.pushConstantBytes =
+        std::max(needs.pushConstantBytes, plan::pushConstantBytes(plan_.bufferAccess, kernel));
     kernel.workgroupSize = {static_cast<uint32_t>(source.workgroup[0]),
                             static_cast<uint32_t>(source.workgroup[1]),
                             static_cast<uint32_t>(source.workgroup[2])};

@@ -22,6 +22,9 @@ struct CodegenOptions {
   bool subgroupOps = true;
   // Variants of the kernels (gerbilc --kernel-define), applied after codegen's own defines.
   std::vector<KernelDefine> kernelDefines;
+  // Kernels reach their buffers through device addresses in push constants instead of descriptor sets
+  // (plan::BufferAccess::Addresses; gerbilc --buffer-addresses).
+  bool bufferAddresses = false;
 };
 
 // Throws CodegenError naming the dispatch at fault.

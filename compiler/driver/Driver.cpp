@@ -192,6 +192,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     codegenOptions.maxSequence = maxSequence;
     codegenOptions.subgroupOps = options.subgroupOps;
     codegenOptions.kernelDefines = kernelDefines;
+    codegenOptions.bufferAddresses = options.bufferAddresses;
     std::ostringstream glsl;
     if (options.emit == "glsl") codegenOptions.glsl = &glsl;
     plan::Plan plan = codegen::buildPlan(*module, codegenOptions);

@@ -25,6 +25,7 @@ struct CompileOptions {
   int64_t prefetchBytes = -1;      // --prefetch-bytes: decode attention's weight prefetch; -1: the target's
   int64_t prefetchPageBytes = -1;  // --prefetch-page-bytes: and its page stride; -1: the target's
   bool spreadPages = false;        // --spread-pages: page words in each decode gemv, for the next launch
+  bool bufferAddresses = false;    // --buffer-addresses: kernels reach buffers by device address
   std::vector<std::string> kernelDefines; // --kernel-define [FAMILY:]NAME[=VALUE]: kernel variants
 };
 

@@ -50,6 +50,16 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
   if (r.subgroupArithmetic && !device.subgroupArithmetic)
     throw RuntimeError("the plan's kernels use subgroup arithmetic and shuffles in compute shaders, which " +
                        device.name + " lacks; compile with gerbilc --no-subgroup-ops");
+  if (r.bufferDeviceAddress && !device.bufferDeviceAddress)
+    throw RuntimeError(
+        "the plan's kernels reach their buffers by address (gerbilc --buffer-addresses), which "
+        "needs bufferDeviceAddress; " +
+        device.name + " lacks it (or the context was made without it): compile without --buffer-addresses");
+  if (r.pushConstantBytes > device.maxPushConstantsBytes)
+    throw RuntimeError("the plan's kernels take " + std::to_string(r.pushConstantBytes) +
+                       " bytes of push constants; " + device.name + " allows " +
+                       std::to_string(device.maxPushConstantsBytes) +
+                       " (maxPushConstantsSize): compile without --buffer-addresses");
   if (r.subgroupArithmetic && device.minSubgroupSize < r.minSubgroupSize)
     throw RuntimeError("the plan's kernels need subgroups of at least " + std::to_string(r.minSubgroupSize) +
                        " invocations; " + device.name + " may use " + std::to_string(device.minSubgroupSize) +
@@ -60,6 +70,13 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
              "compile with a smaller --prefill-chunk");
   checkGrids(plan.decode, 1, device, "decode dispatch",
              "a decode attention's grid grows with gerbilc --prefetch-bytes and --prefetch-page-bytes");
+}
+
+vk::ContextOptions contextOptionsFor(const plan::Plan &plan) {
+  vk::ContextOptions options;
+  options.extensions = plan.requires_.deviceExtensions;
+  options.bufferDeviceAddress = plan.requires_.bufferDeviceAddress;
+  return options;
 }
 
 uint64_t deviceBytesNeeded(const plan::Plan &plan) {
@@ -81,8 +98,13 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
   context.fill(kvCache_, 0);
   scratch_ = context.createBuffer(std::max<uint64_t>(plan.scratchBytes, 16), "scratch");
   context.fill(scratch_, 0);
+  const bool byAddress = plan.bufferAccess == plan::BufferAccess::Addresses;
+  if (byAddress && !context.hasBufferDeviceAddresses())
+    throw RuntimeError("the plan's kernels reach their buffers by address: its context needs "
+                       "bufferDeviceAddress (exec::contextOptionsFor)");
   for (const plan::Kernel &k : plan.kernels)
-    pipelines_.push_back(context.createPipeline(k.spirv, k.numBindings, plan::kPushConstantBytes, k.name));
+    pipelines_.push_back(context.createPipeline(k.spirv, byAddress ? 0 : k.numBindings,
+                                                plan::pushConstantBytes(plan.bufferAccess, k), k.name));
   prefill_ = prepare(plan.prefill);
   decode_ = prepare(plan.decode);
 }
@@ -91,30 +113,51 @@ Executor::~Executor() {
   for (auto &[steps, cmd] : recordedDecode_) context_.freeCommands(cmd);
 }
 
-vk::BufferRange Executor::range(const plan::Binding &b) const {
+const vk::Buffer &Executor::buffer(const plan::Binding &b) const {
   switch (b.kind) {
   case plan::BufferKind::Weight:
-    return {weights_.buffers[b.weight].handle(), 0, weights_.buffers[b.weight].size()};
+    return weights_.buffers[b.weight];
   case plan::BufferKind::Arena:
-    return {arena_.handle(), b.offset, b.size};
+    return arena_;
   case plan::BufferKind::KVCache:
-    return {kvCache_.handle(), b.offset, b.size};
+    return kvCache_;
   case plan::BufferKind::Input:
-    return {input_.handle(), b.offset, b.size};
+    return input_;
   case plan::BufferKind::State:
-    return {state_.handle(), b.offset, b.size};
+    return state_;
   case plan::BufferKind::Scratch:
-    return {scratch_.handle(), b.offset, b.size};
+    return scratch_;
   }
   throw RuntimeError("unknown buffer kind in the plan");
+}
+
+// A weight binding is the whole weight; the others are byte ranges.
+vk::BufferRange Executor::range(const plan::Binding &b) const {
+  const vk::Buffer &whole = buffer(b);
+  if (b.kind == plan::BufferKind::Weight) return {whole.handle(), 0, whole.size()};
+  return {whole.handle(), b.offset, b.size};
+}
+
+uint64_t Executor::address(const plan::Binding &b) const {
+  return buffer(b).deviceAddress() + range(b).offset;
 }
 
 std::vector<Executor::PreparedDispatch> Executor::prepare(const std::vector<plan::Dispatch> &schedule) {
   std::vector<PreparedDispatch> prepared;
   for (const plan::Dispatch &d : schedule) {
+    if (plan_.bufferAccess == plan::BufferAccess::Addresses) {
+      std::vector<uint32_t> addresses;
+      for (const plan::Binding &b : d.bindings) {
+        const uint64_t a = address(b);
+        addresses.push_back(static_cast<uint32_t>(a));
+        addresses.push_back(static_cast<uint32_t>(a >> 32));
+      }
+      prepared.push_back({d.kernel, VK_NULL_HANDLE, d.grid, std::move(addresses)});
+      continue;
+    }
     std::vector<vk::BufferRange> ranges;
     for (const plan::Binding &b : d.bindings) ranges.push_back(range(b));
-    prepared.push_back({d.kernel, context_.createDescriptorSet(pipelines_[d.kernel], ranges), d.grid});
+    prepared.push_back({d.kernel, context_.createDescriptorSet(pipelines_[d.kernel], ranges), d.grid, {}});
   }
   return prepared;
 }
@@ -158,6 +201,7 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDi
                               uint32_t firstPart) {
   size_t nextSubmit = submitEvery ? (firstPart ? firstPart : submitEvery) : schedule.size();
   size_t standsInUntil = 0; // prefill dispatches the one-row logits dispatch took the place of
+  std::vector<uint32_t> push; // { tokens, firstRow } and the bindings' addresses
   for (size_t i = 0; i < schedule.size(); ++i) {
     // The logits of row count - 1 alone: the decode schedule's one-row dispatch, whose bindings extend the
     // prefill one's; where it also picks the token, the prefill's argmax after it is left out.
@@ -167,8 +211,10 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDi
       const PreparedDispatch &d =
           oneRow ? decode_[static_cast<size_t>(plan_.lastRowLogits.decode)] : schedule[i];
       const uint32_t tokens = oneRow ? 1 : count;
-      const uint32_t push[2] = {tokens, oneRow ? count - 1 : 0};
-      context_.dispatch(cmd, pipelines_[d.kernel], d.set, push, sizeof push, d.grid[0].evaluate(tokens),
+      push.assign({tokens, oneRow ? count - 1 : 0});
+      push.insert(push.end(), d.addresses.begin(), d.addresses.end());
+      context_.dispatch(cmd, pipelines_[d.kernel], d.set, push.data(),
+                        static_cast<uint32_t>(push.size() * sizeof(uint32_t)), d.grid[0].evaluate(tokens),
                         d.grid[1].evaluate(tokens), d.grid[2].evaluate(tokens));
       context_.computeBarrier(cmd);
     }

@@ -18,6 +18,10 @@ namespace gerbil::exec {
 // missing feature.
 void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device);
 
+// The context a plan runs in: the device extensions it names, and buffer device addresses where its kernels
+// reach buffers by address. The caller sets the device, validation, waits.
+vk::ContextOptions contextOptionsFor(const plan::Plan &plan);
+
 // Bytes of device memory a plan needs with its weights.
 uint64_t deviceBytesNeeded(const plan::Plan &plan);
 
@@ -73,11 +77,16 @@ public:
 private:
   struct PreparedDispatch {
     uint32_t kernel;
-    VkDescriptorSet set;
+    VkDescriptorSet set; // BufferAccess::Descriptors
     std::array<plan::GridDim, 3> grid;
+    // The push constants after { tokens, firstRow }: each binding's device address, as two u32
+    // (BufferAccess::Addresses; empty otherwise).
+    std::vector<uint32_t> addresses;
   };
   std::vector<PreparedDispatch> prepare(const std::vector<plan::Dispatch> &schedule);
+  const vk::Buffer &buffer(const plan::Binding &binding) const;
   vk::BufferRange range(const plan::Binding &binding) const;
+  uint64_t address(const plan::Binding &binding) const;
   void checkStep(uint32_t tokens) const;
   void writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes);
   void readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes);

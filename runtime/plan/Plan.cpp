@@ -95,7 +95,9 @@ json requirementsToJson(const Requirements &r) {
               {"subgroupSize", r.subgroupSize},
               {"deviceExtensions", r.deviceExtensions},
               {"subgroupArithmetic", r.subgroupArithmetic},
-              {"minSubgroupSize", r.minSubgroupSize}};
+              {"minSubgroupSize", r.minSubgroupSize},
+              {"bufferDeviceAddress", r.bufferDeviceAddress},
+              {"pushConstantBytes", r.pushConstantBytes}};
 }
 
 namespace {
@@ -112,6 +114,7 @@ json manifestToJson(const Plan &plan) {
   m["requires"] = requirementsToJson(plan.requires_);
   m["target"] = plan.target;
   m["compilerVersion"] = plan.compilerVersion;
+  m["bufferAccess"] = toString(plan.bufferAccess);
 
   json weights = json::array();
   for (const Weight &w : plan.weights)
@@ -308,9 +311,14 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.requires_.deviceExtensions = req["deviceExtensions"].list([](const Reader &e) { return e.string(); });
   plan.requires_.subgroupArithmetic = req["subgroupArithmetic"].boolean();
   plan.requires_.minSubgroupSize = req["minSubgroupSize"].u32();
+  plan.requires_.bufferDeviceAddress = req["bufferDeviceAddress"].boolean();
+  plan.requires_.pushConstantBytes = req["pushConstantBytes"].u32();
 
   plan.target = root["target"].string();
   plan.compilerVersion = root["compilerVersion"].string();
+  std::optional<BufferAccess> access = parseBufferAccess(root["bufferAccess"].string());
+  if (!access) root["bufferAccess"].fail("is not 'descriptors' or 'addresses'");
+  plan.bufferAccess = *access;
 
   plan.weights = root["weights"].list([](const Reader &r) {
     Weight w;
@@ -422,6 +430,9 @@ void validateBinding(const Plan &plan, const Binding &b, const std::string &wher
     throw PlanError(where + " has an unknown buffer kind " + std::to_string(int(b.kind)));
   }
   if (b.size == 0) throw PlanError(where + " has size 0");
+  if (plan.bufferAccess == BufferAccess::Addresses && b.offset % kBufferAddressAlignment != 0)
+    throw PlanError(where + ": " + buffer + " offset " + std::to_string(b.offset) + " is not a multiple of " +
+                    std::to_string(kBufferAddressAlignment) + " (kernels reach their bindings by address)");
   // offset + size may overflow; compare against what is left after the offset instead.
   if (b.offset > limit || b.size > limit - b.offset)
     throw PlanError(where + ": " + buffer + " range " + rangeText(b.offset, b.size) + " lies outside the " +
@@ -527,7 +538,16 @@ void validateKernels(const Plan &plan, const std::string &what) {
     if (k.spirv[0] != kSpirvMagic) throw PlanError(where + " does not start with the SPIR-V magic number");
     for (uint32_t size : k.workgroupSize)
       if (size == 0) throw PlanError(where + " has a workgroup size of 0");
+    if (k.numBindings > kMaxBindings)
+      throw PlanError(where + " has " + std::to_string(k.numBindings) + " bindings (at most " +
+                      std::to_string(kMaxBindings) + ")");
+    if (pushConstantBytes(plan.bufferAccess, k) > plan.requires_.pushConstantBytes)
+      throw PlanError(where + " takes " + std::to_string(pushConstantBytes(plan.bufferAccess, k)) +
+                      " bytes of push constants, more than requires.pushConstantBytes (" +
+                      std::to_string(plan.requires_.pushConstantBytes) + ")");
   }
+  if (plan.bufferAccess == BufferAccess::Addresses && !plan.requires_.bufferDeviceAddress)
+    throw PlanError(what + ": kernels that reach their buffers by address need requires.bufferDeviceAddress");
 }
 
 } // namespace
@@ -579,6 +599,29 @@ const char *toString(Layout l) {
 std::optional<Layout> parseLayout(const std::string &s) {
   if (lower(s) == toString(Layout::RowMajor)) return Layout::RowMajor;
   return std::nullopt;
+}
+
+const char *toString(BufferAccess a) {
+  switch (a) {
+  case BufferAccess::Descriptors:
+    return "descriptors";
+  case BufferAccess::Addresses:
+    return "addresses";
+  }
+  return "unknown";
+}
+
+std::optional<BufferAccess> parseBufferAccess(const std::string &s) {
+  for (BufferAccess a : {BufferAccess::Descriptors, BufferAccess::Addresses})
+    if (s == toString(a)) return a;
+  return std::nullopt;
+}
+
+uint32_t pushConstantBytes(BufferAccess access, const Kernel &kernel) {
+  // numBindings is at most kMaxBindings in a valid plan; the clamp keeps an invalid one from wrapping.
+  const uint32_t addresses =
+      access == BufferAccess::Addresses ? std::min(kernel.numBindings, kMaxBindings) : 0;
+  return kPushConstantBytes + 8 * addresses;
 }
 
 const char *toString(BufferKind k) {

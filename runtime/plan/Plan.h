@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 6;
+inline constexpr uint32_t kFormatVersion = 7;
 
 class PlanError : public std::runtime_error {
 public:
@@ -83,11 +83,25 @@ struct Dispatch {
   std::array<GridDim, 3> grid;
 };
 
-// Every kernel receives the same push constants: { uint tokens; uint firstRow; }, and binds the state buffer
+// Every kernel receives the push constants { uint tokens; uint firstRow; } first, and binds the state buffer
 // as its last binding (the step's position lives there so that recorded command buffers can be replayed).
 // firstRow is 0 but for the one-row logits dispatch of Plan::lastRowLogits.
 inline constexpr uint32_t kPushConstantBytes = 8;
 inline constexpr uint64_t kStateHeaderWords = 2; // position, generated
+
+// How a kernel reaches its bindings. Descriptors: binding i of a descriptor set is the dispatch's binding i.
+// Addresses: no descriptor set; after { tokens, firstRow } the push constants hold each binding's device
+// address (its buffer's address + offset) as 8 bytes, in binding order (bufferDeviceAddress): a launch then
+// has no descriptors to fetch before its first load (gerbilc --buffer-addresses).
+enum class BufferAccess : uint8_t { Descriptors, Addresses };
+const char *toString(BufferAccess a);
+std::optional<BufferAccess> parseBufferAccess(const std::string &s);
+// Addresses: what the kernels declare of each binding's address (GL_EXT_buffer_reference's alignment), so
+// that 16-byte loads may be aligned ones; the plan's byte ranges start at multiples of it.
+inline constexpr uint64_t kBufferAddressAlignment = 16;
+
+// More bindings than any kernel has: bounds what a plan file may ask of a descriptor set layout.
+inline constexpr uint32_t kMaxBindings = 64;
 
 struct Kernel {
   std::string name;
@@ -95,6 +109,10 @@ struct Kernel {
   uint32_t numBindings = 0;
   std::array<uint32_t, 3> workgroupSize = {1, 1, 1};
 };
+
+// The bytes of push constants a kernel of the plan takes: { tokens, firstRow }, and with Addresses its
+// bindings' addresses.
+uint32_t pushConstantBytes(BufferAccess access, const Kernel &kernel);
 
 struct ModelInfo {
   std::string architecture;
@@ -138,6 +156,8 @@ struct Requirements {
   // size their shared arrays of per-subgroup partial results for subgroups of at least minSubgroupSize.
   bool subgroupArithmetic = false;
   uint32_t minSubgroupSize = 0;
+  bool bufferDeviceAddress = false;                // kernels reach buffers by address (BufferAccess)
+  uint32_t pushConstantBytes = kPushConstantBytes; // the most any kernel takes (maxPushConstantsSize)
 };
 
 struct Plan {
@@ -146,6 +166,7 @@ struct Plan {
   Requirements requires_;
   std::string target = "generic";
   std::string compilerVersion;
+  BufferAccess bufferAccess = BufferAccess::Descriptors;
   std::vector<Weight> weights;
   KVCache kvCache;
   uint64_t arenaBytes = 0;

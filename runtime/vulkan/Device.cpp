@@ -325,6 +325,7 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   info.apiVersion = base.apiVersion;
   info.maxStorageBufferRange = base.limits.maxStorageBufferRange;
   info.maxSharedMemoryBytes = base.limits.maxComputeSharedMemorySize;
+  info.maxPushConstantsBytes = base.limits.maxPushConstantsSize;
   for (int i = 0; i < 3; ++i) info.maxWorkgroupCount[i] = base.limits.maxComputeWorkGroupCount[i];
   info.timestamps = chooseComputeQueue(device).timestampValidBits > 0;
   info.timestampPeriodNs = base.limits.timestampPeriod;
@@ -379,6 +380,7 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   info.shaderFloat16 = features12.shaderFloat16;
   info.storageBuffer16BitAccess = features11.storageBuffer16BitAccess;
   info.vulkanMemoryModel = features12.vulkanMemoryModel;
+  info.bufferDeviceAddress = features12.bufferDeviceAddress;
   return info;
 }
 
@@ -785,6 +787,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   enabled.features.shaderInt64 = supported.features.shaderInt64;
   info_.shaderFloat16 = enabled12.shaderFloat16;
   info_.storageBuffer16BitAccess = enabled11.storageBuffer16BitAccess;
+  info_.bufferDeviceAddress = enabled12.bufferDeviceAddress;
   info_.timestamps = s.timestampValidBits > 0;
 
   // The requested extensions the device has; the others are the caller's to refuse (it names them).

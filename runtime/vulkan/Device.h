@@ -58,6 +58,10 @@ struct DeviceInfo {
   bool hasExtension(const std::string &name) const;
   uint64_t maxStorageBufferRange = 0;
   uint32_t maxSharedMemoryBytes = 0;
+  uint32_t maxPushConstantsBytes = 0;
+  // Shaders may reach buffers by their device addresses (Vulkan 1.2 bufferDeviceAddress); in a Context's
+  // info: only where ContextOptions::bufferDeviceAddress asked for them.
+  bool bufferDeviceAddress = false;
   uint32_t maxWorkgroupCount[3] = {0, 0, 0};
   bool timestamps = false;
   double timestampPeriodNs = 0;

@@ -65,14 +65,14 @@ protected:
   }
   void TearDown() override { fs::remove_all(work_); }
 
-  // Compiles the fixture (for the target profile GERBIL_E2E_TARGET names, generic by default); returns the
-  // plan path.
-  fs::path compile(const std::string &dtype, const std::string &kvDtype) {
-    fs::path plan = work_ / (dtype + "-kv-" + kvDtype + ".plan");
+  // Compiles the fixture with f32 or f16 weights and more gerbilc flags, for the target profile
+  // GERBIL_E2E_TARGET names (generic by default); returns the plan path.
+  fs::path compile(const std::string &dtype, const std::string &flags) {
+    fs::path plan = work_ / (dtype + ".plan");
     const char *targetVariable = std::getenv("GERBIL_E2E_TARGET");
     std::string target = targetVariable && *targetVariable ? targetVariable : "generic";
     std::string command = (binDir() / "gerbilc").string() + " " + (model_ / "config.json").string() + " -o " +
-                          plan.string() + " --dtype " + dtype + " --kv-dtype " + kvDtype;
+                          plan.string() + " --dtype " + dtype + " " + flags;
     command += " --target ";
     command += target;
     Result r = run(command);
@@ -89,10 +89,10 @@ protected:
     return r;
   }
 
-  void checkAgainstReference(const std::string &dtype, double tolerance, const std::string &kvDtype = "f32") {
+  void checkAgainstReference(const std::string &dtype, double tolerance, const std::string &flags = "") {
     SafetensorsFile reference((model_ / "reference.safetensors").string());
     const auto &ref = reference.tensors();
-    fs::path plan = compile(dtype, kvDtype);
+    fs::path plan = compile(dtype, flags);
 
     // Every prompt position of one prefill.
     std::vector<int64_t> inputIds = ints(ref.at("input_ids"));
@@ -152,7 +152,13 @@ TEST_P(ModelTest, F16KeepsGreedyTokens) { checkAgainstReference("f16", 0.1); }
 // And with the KV cache in f16 (--kv-dtype f16; transformers' own cache holds the model's dtype): the keys
 // and values rounded to f16 move these logits by much less than the weights' rounding; the same tolerance.
 TEST_P(ModelTest, F16CacheKeepsGreedyTokens) {
-  checkAgainstReference("f16", 0.1, "f16");
+  checkAgainstReference("f16", 0.1, "--kv-dtype f16");
+}
+
+// Kernels that reach their buffers through device addresses (--buffer-addresses) compute what they compute
+// through descriptors: the f32 path's tolerance.
+TEST_P(ModelTest, F32ByBufferAddressesMatchesTransformers) {
+  checkAgainstReference("f32", 1e-3, "--buffer-addresses");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelTest,

@@ -20,6 +20,7 @@ gerbil::vk::DeviceInfo deviceWith(bool arithmetic, uint32_t minSubgroup) {
   device.name = "test device";
   device.maxStorageBufferRange = 1u << 30;
   device.maxSharedMemoryBytes = 32768;
+  device.maxPushConstantsBytes = 128; // Vulkan's least
   device.subgroupArithmetic = arithmetic;
   device.subgroupSize = device.minSubgroupSize = minSubgroup;
   return device;
@@ -53,6 +54,25 @@ TEST(DeviceCheck, RefusesSubgroupsSmallerThanThePlanSizedItsArraysFor) {
 TEST(DeviceCheck, PlansWithoutSubgroupsRunAnywhere) {
   gerbil::plan::Plan plan;
   EXPECT_EQ(refusal(plan, deviceWith(false, 1)), "");
+}
+
+// Kernels that reach their buffers by address need bufferDeviceAddress and push constants for every address.
+TEST(DeviceCheck, BufferAddressesNeedTheFeatureAndThePushConstants) {
+  gerbil::plan::Plan plan;
+  plan.bufferAccess = gerbil::plan::BufferAccess::Addresses;
+  plan.requires_.bufferDeviceAddress = true;
+  plan.requires_.pushConstantBytes = 120;
+  gerbil::vk::DeviceInfo device = deviceWith(false, 32);
+  std::string message = refusal(plan, device);
+  EXPECT_NE(message.find("needs bufferDeviceAddress; test device lacks it"), std::string::npos) << message;
+  EXPECT_NE(message.find("compile without --buffer-addresses"), std::string::npos) << message;
+  device.bufferDeviceAddress = true;
+  EXPECT_EQ(refusal(plan, device), "");
+  plan.requires_.pushConstantBytes = 136;
+  message = refusal(plan, device);
+  EXPECT_NE(message.find("take 136 bytes of push constants; test device allows 128 (maxPushConstantsSize)"),
+            std::string::npos)
+      << message;
 }
 
 // Grids past the device's maxComputeWorkGroupCount: prefill ones at the plan's chunk, decode ones (fixed, but

@@ -148,7 +148,10 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.requires_.deviceExtensions, b.requires_.deviceExtensions);
   EXPECT_EQ(a.requires_.subgroupArithmetic, b.requires_.subgroupArithmetic);
   EXPECT_EQ(a.requires_.minSubgroupSize, b.requires_.minSubgroupSize);
+  EXPECT_EQ(a.requires_.bufferDeviceAddress, b.requires_.bufferDeviceAddress);
+  EXPECT_EQ(a.requires_.pushConstantBytes, b.requires_.pushConstantBytes);
   EXPECT_EQ(a.target, b.target);
+  EXPECT_EQ(a.bufferAccess, b.bufferAccess);
   EXPECT_EQ(a.compilerVersion, b.compilerVersion);
   ASSERT_EQ(a.weights.size(), b.weights.size());
   for (size_t i = 0; i < a.weights.size(); ++i) {
@@ -338,13 +341,16 @@ TEST(Plan, WrongMagicMessage) {
 
 TEST(Plan, WrongVersionMessage) {
   auto [manifest, blob] = split(serialize(makePlan()));
-  std::vector<uint8_t> bytes = forge(manifest, blob, 7);
+  const uint32_t older = kFormatVersion - 1;
+  std::vector<uint8_t> bytes = forge(manifest, blob, older);
   EXPECT_EQ(errorOf([&] { deserialize(bytes.data(), bytes.size(), "plan.bin"); }),
-            "plan.bin: format version 7, this gerbil reads version " + std::to_string(kFormatVersion) +
-                ": recompile with this gerbilc");
+            "plan.bin: format version " + std::to_string(older) + ", this gerbil reads version " +
+                std::to_string(kFormatVersion) + ": recompile with this gerbilc");
   // The version is checked before the checksum: an old file gets the useful message, not "corrupt".
   bytes[bytes.size() - 1] ^= 1;
-  EXPECT_NE(errorOf([&] { deserialize(bytes.data(), bytes.size(), "plan.bin"); }).find("format version 7"),
+  EXPECT_NE(errorOf([&] {
+              deserialize(bytes.data(), bytes.size(), "plan.bin");
+            }).find("format version " + std::to_string(older)),
             std::string::npos);
 }
 
@@ -646,6 +652,56 @@ TEST(Plan, ValidateRejectsBadKernels) {
   EXPECT_NE(message.find("workgroup size of 0"), std::string::npos) << message;
 }
 
+// Kernels that reach their buffers by address: the plan says so, requires bufferDeviceAddress and push
+// constants for every binding's address, and its ranges start where the kernels' references may (16 bytes).
+Plan planByAddress() {
+  Plan plan = makePlan();
+  plan.bufferAccess = BufferAccess::Addresses;
+  plan.requires_.bufferDeviceAddress = true;
+  plan.requires_.pushConstantBytes = 8 + 8 * 4; // matmul_bf16's 4 bindings
+  return plan;
+}
+
+TEST(Plan, BufferAddressesRoundTrip) {
+  Plan plan = planByAddress();
+  EXPECT_EQ(pushConstantBytes(plan.bufferAccess, plan.kernels[1]), 40u);
+  EXPECT_EQ(pushConstantBytes(BufferAccess::Descriptors, plan.kernels[1]), kPushConstantBytes);
+  std::vector<uint8_t> bytes = serialize(plan);
+  expectPlansEqual(deserialize(bytes.data(), bytes.size()), plan);
+}
+
+TEST(Plan, ValidateChecksBufferAddresses) {
+  auto errorOfPlan = [](const std::function<void(Plan &)> &edit) {
+    Plan plan = planByAddress();
+    edit(plan);
+    return errorOf([&] { validate(plan, "plan.bin"); });
+  };
+  EXPECT_EQ(errorOfPlan([](Plan &p) { p.requires_.bufferDeviceAddress = false; }),
+            "plan.bin: kernels that reach their buffers by address need requires.bufferDeviceAddress");
+  EXPECT_EQ(errorOfPlan([](Plan &p) { p.requires_.pushConstantBytes = 32; }),
+            "plan.bin: kernel 1 'matmul_bf16' takes 40 bytes of push constants, more than "
+            "requires.pushConstantBytes (32)");
+  EXPECT_EQ(
+      errorOfPlan([](Plan &p) { p.prefill[1].bindings[2].offset = 520; }),
+      "plan.bin: prefill dispatch 1 'layers.0.q_proj': binding 2: KV cache offset 520 is not a multiple "
+      "of 16 (kernels reach their bindings by address)");
+  // The same offset is a descriptor's business (the device's minStorageBufferOffsetAlignment), not the
+  // plan's.
+  Plan descriptors = makePlan();
+  descriptors.prefill[1].bindings[2].offset = 520;
+  EXPECT_NO_THROW(validate(descriptors, "plan.bin"));
+  EXPECT_NE(validateError([](Plan &p) {
+              p.kernels[0].numBindings = kMaxBindings + 1;
+            }).find("kernel 0 'embed_lookup' has 65 bindings (at most 64)"),
+            std::string::npos);
+}
+
+TEST(Plan, ManifestBufferAccessIsChecked) {
+  std::string message = manifestError([](json &m) { m["bufferAccess"] = "pointers"; });
+  EXPECT_NE(message.find("bufferAccess"), std::string::npos) << message;
+  EXPECT_NE(message.find("is not 'descriptors' or 'addresses'"), std::string::npos) << message;
+}
+
 TEST(Plan, SerializeValidatesFirst) {
   Plan plan = makePlan();
   plan.prefill[0].kernel = 7;
@@ -682,6 +738,9 @@ TEST(Plan, EnumStrings) {
   EXPECT_EQ(byteSize(DType::I32), 4u);
   EXPECT_STREQ(toString(BufferKind::KVCache), "kv_cache");
   EXPECT_STREQ(toString(BufferKind::Scratch), "scratch");
+  for (BufferAccess a : {BufferAccess::Descriptors, BufferAccess::Addresses})
+    EXPECT_EQ(parseBufferAccess(toString(a)), a);
+  EXPECT_EQ(parseBufferAccess("Addresses"), std::nullopt);
 }
 
 TEST(Plan, FileRoundTrip) {

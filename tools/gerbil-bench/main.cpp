@@ -95,10 +95,9 @@ int main(int argc, char **argv) {
     if (weightsDir.empty()) weightsDir = std::filesystem::path(plan.model.configPath).parent_path().string();
     auto checkpoint = gerbil::weights::Checkpoint::open(weightsDir);
     gerbil::exec::checkCheckpoint(plan, checkpoint);
-    gerbil::vk::ContextOptions options;
+    gerbil::vk::ContextOptions options = gerbil::exec::contextOptionsFor(plan);
     options.deviceIndex = device;
     options.spinWaitMicroseconds = spinWait;
-    options.extensions = plan.requires_.deviceExtensions;
     gerbil::vk::Context context(options);
     gerbil::exec::checkDevice(plan, context.info());
     auto loadStart = Clock::now();

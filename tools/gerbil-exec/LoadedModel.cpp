@@ -20,11 +20,10 @@ LoadedModel::LoadedModel(const plan::Plan &plan, const std::string &weightsDir, 
   for (const std::string &name : exec::checkCheckpoint(plan, checkpoint))
     std::cerr << "gerbil-exec: warning: tensor '" << name << "' of the checkpoint is not used by the plan\n";
 
-  vk::ContextOptions contextOptions;
+  vk::ContextOptions contextOptions = exec::contextOptionsFor(plan);
   contextOptions.deviceIndex = options.device;
   contextOptions.validation = options.validation;
   contextOptions.spinWaitMicroseconds = options.spinWaitMicroseconds;
-  contextOptions.extensions = plan.requires_.deviceExtensions;
   context_ = std::make_unique<vk::Context>(contextOptions);
   exec::checkDevice(plan, context_->info());
   uint64_t needed = exec::deviceBytesNeeded(plan);

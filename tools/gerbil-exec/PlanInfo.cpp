@@ -23,6 +23,7 @@ std::vector<std::string> requiredFeatures(const plan::Requirements &r) {
   if (r.shaderFloat16) features.push_back("shaderFloat16");
   if (r.storageBuffer16BitAccess) features.push_back("storageBuffer16BitAccess");
   if (r.vulkanMemoryModel) features.push_back("vulkanMemoryModel");
+  if (r.bufferDeviceAddress) features.push_back("bufferDeviceAddress");
   if (r.subgroupArithmetic)
     features.push_back("subgroup arithmetic and shuffles (subgroups of at least " +
                        std::to_string(r.minSubgroupSize) + ")");
@@ -61,6 +62,7 @@ int planInfo(const std::string &path, bool json) {
                           {"prefill_dispatches", plan.prefill.size()},
                           {"kernels", plan.kernels.size()},
                           {"gpu_argmax", plan.gpuArgmax},
+                          {"buffer_access", plan::toString(plan.bufferAccess)},
                           {"requires", plan::requirementsToJson(r)}}; // the manifest's object
     std::cout << out.dump() << std::endl;
     return kOk;
@@ -86,8 +88,13 @@ int planInfo(const std::string &path, bool json) {
   std::string features;
   for (const std::string &feature : requiredFeatures(r)) features += (features.empty() ? "" : ", ") + feature;
   std::printf("requires        %s\n", features.empty() ? "Vulkan 1.2" : features.c_str());
-  std::printf("                %u bytes of shared memory a workgroup, bindings of up to %.1f MiB\n",
-              r.maxSharedMemoryBytes, mebibytes(r.maxStorageBufferRange));
+  std::printf(
+      "                %u bytes of shared memory a workgroup, bindings of up to %.1f MiB, %u bytes of "
+      "push constants\n",
+      r.maxSharedMemoryBytes, mebibytes(r.maxStorageBufferRange), r.pushConstantBytes);
+  std::printf("buffers         reached through %s\n", plan.bufferAccess == plan::BufferAccess::Addresses
+                                                          ? "device addresses in push constants"
+                                                          : "descriptor sets");
   return kOk;
 }
 

@@ -66,6 +66,9 @@ int main(int argc, char **argv) {
   app.add_flag("--spread-pages", options.spreadPages,
                "The page words in every decode projection, for the launch after it, instead of all in the "
                "attention (where the target or --prefetch-page-bytes reads them; not timed yet)");
+  app.add_flag("--buffer-addresses", options.bufferAddresses,
+               "Kernels reach their buffers through device addresses in push constants instead of "
+               "descriptor sets (needs bufferDeviceAddress; not timed yet)");
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");

@@ -1,15 +1,11 @@
-// Shared by every kernel: the step's push constants and workgroup reductions. The position of the step's
-// first token is in the state buffer (state_.position), declared with the bindings.
+// Shared by every kernel: workgroup reductions. The step's push constants (step_.tokens, step_.firstRow) are
+// declared before it, the bindings after it (KernelWriter); the position of the step's first token is in
+// the state buffer (state_.position).
 // CACHE_HALF 1: the KV cache holds f16 (gerbilc --kv-dtype f16); its NAME_v4 views are uvec2 of 4 packed
 // values (KernelWriter's halfValues).
 #ifndef CACHE_HALF
 #define CACHE_HALF 0
 #endif
-
-layout(push_constant) uniform Step {
-  uint tokens;  // T of this step
-  uint firstRow;  // the row a one-row gemv works on (the last-row logits of a prefill step), else 0
-} step_;
 
 #ifdef NEEDS_REDUCTION
 shared float reduction_[WORKGROUP];
