@@ -143,6 +143,16 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
           << ", more than a kernel can index (2^32); use a smaller --max-seq\n";
       return kExitBadInput;
     }
+    // Kernels by address declare their references 16-byte aligned, so every layer's keys and values must
+    // start on such a boundary (the plan's validation would refuse it; say why and what to do first).
+    if (const int64_t layerBytes =
+            maxSequence * model.numKVHeads * model.headDim * (options.kvDtype == "f16" ? 2 : 4);
+        options.bufferAddresses && layerBytes % int64_t(plan::kBufferAddressAlignment) != 0) {
+      err << "gerbilc: error: --buffer-addresses: with --max-seq " << maxSequence << " a layer's keys take "
+          << layerBytes << " bytes of the KV cache, not a multiple of " << plan::kBufferAddressAlignment
+          << ", so the next layer's would not start aligned; use a --max-seq that is a multiple of 8\n";
+      return kExitUsage;
+    }
     int64_t prefillChunk =
         options.prefillChunk > 0 ? options.prefillChunk : std::min<int64_t>(maxSequence, 256);
     if (prefillChunk > maxSequence) prefillChunk = maxSequence;
