@@ -149,7 +149,9 @@ public:
       } else if (!isa<gd::WeightRefOp>(op))
         throw CodegenError("'" + op.getName().getStringRef().str() + "' is outside any dispatch");
     }
-    plan_.requires_.maxStorageBufferRange = largestBinding();
+    // A descriptor binds at most maxStorageBufferRange bytes (128 MiB on lavapipe); an address reaches the
+    // whole buffer, so plans by address ask nothing of that limit.
+    plan_.requires_.maxStorageBufferRange = options_.bufferAddresses ? 0 : largestBinding();
     plan_.requires_.maxSharedMemoryBytes = std::max<uint32_t>(plan_.requires_.maxSharedMemoryBytes, 16384);
     plan::validate(plan_, "generated plan");
     return std::move(plan_);

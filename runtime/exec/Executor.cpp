@@ -25,9 +25,11 @@ void checkGrids(const std::vector<plan::Dispatch> &schedule, uint32_t tokens, co
 void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
   const plan::Requirements &r = plan.requires_;
   if (r.maxStorageBufferRange > device.maxStorageBufferRange)
-    throw RuntimeError("the plan binds " + std::to_string(r.maxStorageBufferRange) + " bytes at once but " +
-                       device.name + " allows at most " + std::to_string(device.maxStorageBufferRange) +
-                       " (maxStorageBufferRange); compile with a smaller --prefill-chunk or --max-seq");
+    throw RuntimeError(
+        "the plan binds " + std::to_string(r.maxStorageBufferRange) + " bytes at once but " + device.name +
+        " allows at most " + std::to_string(device.maxStorageBufferRange) +
+        " (maxStorageBufferRange); compile with --buffer-addresses (kernels that reach buffers by address "
+        "bind none), or a smaller --prefill-chunk or --max-seq where it is an activation or the cache");
   if (r.shaderFloat16 && !device.shaderFloat16)
     throw RuntimeError("the plan needs shaderFloat16, which " + device.name + " lacks");
   if (r.storageBuffer16BitAccess && !device.storageBuffer16BitAccess)

@@ -26,5 +26,13 @@ try:
                              capture_output=True, text=True, timeout=60, env=config.environment)
     if devices.returncode == 0 and devices.stdout.strip():
         config.available_features.add("vulkan")
-except (OSError, subprocess.TimeoutExpired):
+        # REQUIRES: small-bindings: the default device binds at most 128 MiB a descriptor (lavapipe).
+        import json
+        info = subprocess.run([os.path.join(config.gerbil_tools_dir, "gerbil-exec"), "--device-info", "--json"],
+                              capture_output=True, text=True, timeout=60, env=config.environment)
+        listed = json.loads(info.stdout) if info.returncode == 0 else []
+        chosen = next((d for d in listed if d["type"] == "discrete"), listed[0] if listed else None)
+        if chosen and chosen["max_storage_buffer_range"] <= 128 << 20:
+            config.available_features.add("small-bindings")
+except (OSError, subprocess.TimeoutExpired, ValueError, LookupError):
     pass

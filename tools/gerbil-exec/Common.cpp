@@ -83,6 +83,8 @@ int deviceInfo(int device, bool json) {
       std::printf("  shaderFloat16            %s\n", d.shaderFloat16 ? "yes" : "no");
       std::printf("  storageBuffer16BitAccess %s\n", d.storageBuffer16BitAccess ? "yes" : "no");
       std::printf("  vulkanMemoryModel        %s\n", d.vulkanMemoryModel ? "yes" : "no");
+      std::printf("  bufferDeviceAddress      %s\n", d.bufferDeviceAddress ? "yes" : "no");
+      std::printf("  maxPushConstantsSize     %u bytes\n", d.maxPushConstantsBytes);
       std::printf("  timestamps               %s (%.3g ns/tick)\n", d.timestamps ? "yes" : "no",
                   d.timestampPeriodNs);
       for (const char *e : kOfNote) std::printf("  %-40s %s\n", e, d.hasExtension(e) ? "yes" : "no");
@@ -106,6 +108,8 @@ int deviceInfo(int device, bool json) {
                     {"shader_float16", d.shaderFloat16},
                     {"storage_buffer_16bit_access", d.storageBuffer16BitAccess},
                     {"vulkan_memory_model", d.vulkanMemoryModel},
+                    {"buffer_device_address", d.bufferDeviceAddress},
+                    {"max_push_constants_bytes", d.maxPushConstantsBytes},
                     {"timestamps", d.timestamps},
                     {"cooperative_matrix_nv_shapes", d.cooperativeMatrixNVShapes},
                     {"cooperative_matrix_khr_shapes", d.cooperativeMatrixKHRShapes},

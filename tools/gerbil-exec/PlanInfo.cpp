@@ -88,10 +88,13 @@ int planInfo(const std::string &path, bool json) {
   std::string features;
   for (const std::string &feature : requiredFeatures(r)) features += (features.empty() ? "" : ", ") + feature;
   std::printf("requires        %s\n", features.empty() ? "Vulkan 1.2" : features.c_str());
-  std::printf(
-      "                %u bytes of shared memory a workgroup, bindings of up to %.1f MiB, %u bytes of "
-      "push constants\n",
-      r.maxSharedMemoryBytes, mebibytes(r.maxStorageBufferRange), r.pushConstantBytes);
+  // Plans by address bind no descriptors: no binding size to ask of the device.
+  char bindings[64] = "";
+  if (plan.bufferAccess == plan::BufferAccess::Descriptors)
+    std::snprintf(bindings, sizeof bindings, " bindings of up to %.1f MiB,",
+                  mebibytes(r.maxStorageBufferRange));
+  std::printf("                %u bytes of shared memory a workgroup,%s %u bytes of push constants\n",
+              r.maxSharedMemoryBytes, bindings, r.pushConstantBytes);
   std::printf("buffers         reached through %s\n", plan.bufferAccess == plan::BufferAccess::Addresses
                                                           ? "device addresses in push constants"
                                                           : "descriptor sets");

@@ -53,6 +53,8 @@ struct Options {
   bool subgroupOps = true; // gemv and decode attention: reductions with subgroup operations
   // sync only, for its SYNC_BDA variant: the other kernels' buffers stay as plans allocate them.
   bool bufferDeviceAddress = false;
+  // matmul, gemv, attention: the kernel reaches its buffers by address (gerbilc --buffer-addresses).
+  bool bufferAddresses = false;
 };
 
 // --prefetch BYTES[@STRIDE] (repeatable), as gerbil-prefetch-weights gives a launch's prefetch workers.
@@ -116,7 +118,7 @@ public:
     context.deviceIndex = options.device;
     context.extensions = {"VK_NV_cooperative_matrix", "VK_EXT_shader_atomic_float"};
     context.pipelineStatistics = options.statistics;
-    context.bufferDeviceAddress = options.bufferDeviceAddress;
+    context.bufferDeviceAddress = options.bufferDeviceAddress || options.bufferAddresses;
     ctx_ = std::make_unique<vk::Context>(context);
   }
 
@@ -139,6 +141,7 @@ public:
     // A --define of a name codegen defines replaces codegen's value (a second #define would not compile).
     for (const auto &[name, value] : bench::parseDefines(options_.defines))
       codegen::setDefine(source, name, value);
+    source.byAddress = options_.bufferAddresses;
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "benchmarked kernel");
     uint64_t rotatedBytes = 0;
     for (const BindingData &b : data)
@@ -182,10 +185,16 @@ public:
     vk::Buffer stateBuffer = ctx_->createBuffer(state.size() * 4, "state");
     ctx_->upload(stateBuffer, 0, state.data(), state.size() * 4);
 
-    vk::Pipeline pipeline = ctx_->createPipeline(spirv, static_cast<uint32_t>(data.size() + 1),
-                                                 plan::kPushConstantBytes, "benchmarked kernel");
+    // By address: no bindings, and the push constants { tokens, firstRow } then each binding's address.
+    const plan::Kernel kernel{"benchmarked kernel", {}, static_cast<uint32_t>(data.size() + 1), {}};
+    const plan::BufferAccess access =
+        options_.bufferAddresses ? plan::BufferAccess::Addresses : plan::BufferAccess::Descriptors;
+    vk::Pipeline pipeline =
+        ctx_->createPipeline(spirv, options_.bufferAddresses ? 0 : kernel.numBindings,
+                             plan::pushConstantBytes(access, kernel), "benchmarked kernel");
     statistics_ = vk::pipelineStatistics(*ctx_, pipeline);
     std::vector<VkDescriptorSet> sets;
+    std::vector<std::vector<uint32_t>> pushes; // each copy's push constants
     for (size_t c = 0; c < copies; ++c) {
       std::vector<vk::BufferRange> ranges;
       for (size_t i = 0; i < buffers.size(); ++i) {
@@ -199,16 +208,31 @@ public:
         ranges.push_back({b.handle(), 0, b.size()});
       }
       ranges.push_back({stateBuffer.handle(), 0, stateBuffer.size()});
-      sets.push_back(ctx_->createDescriptorSet(pipeline, ranges));
+      std::vector<uint32_t> push = {tokens, 0};
+      if (options_.bufferAddresses) {
+        for (size_t i = 0; i < ranges.size(); ++i) {
+          const vk::Buffer &b = i + 1 == ranges.size() ? stateBuffer
+                                : stride[i]            ? buffers[i][c / perBuffer[i]]
+                                                       : buffers[i][c % buffers[i].size()];
+          const uint64_t address = b.deviceAddress() + ranges[i].offset;
+          push.push_back(static_cast<uint32_t>(address));
+          push.push_back(static_cast<uint32_t>(address >> 32));
+        }
+        sets.push_back(VK_NULL_HANDLE);
+      } else {
+        sets.push_back(ctx_->createDescriptorSet(pipeline, ranges));
+      }
+      pushes.push_back(std::move(push));
     }
 
-    uint32_t push[2] = {tokens, 0};
     auto record = [&](int launches, bool stamps) {
       VkCommandBuffer cmd = ctx_->beginCommands();
       if (stamps) ctx_->resetTimestamps(cmd, 2 * launches);
       for (int r = 0; r < launches; ++r) {
         if (stamps) ctx_->writeTimestamp(cmd, 2 * r);
-        ctx_->dispatch(cmd, pipeline, sets[r % sets.size()], push, sizeof push, grid[0], grid[1], grid[2]);
+        const std::vector<uint32_t> &push = pushes[r % pushes.size()];
+        ctx_->dispatch(cmd, pipeline, sets[r % sets.size()], push.data(),
+                       static_cast<uint32_t>(push.size() * sizeof(uint32_t)), grid[0], grid[1], grid[2]);
         ctx_->computeBarrier(cmd);
         if (stamps) ctx_->writeTimestamp(cmd, 2 * r + 1);
       }
@@ -286,6 +310,9 @@ int main(int argc, char **argv) {
       "--no-subgroup-ops", [&](int64_t) { options.subgroupOps = false; },
       "gemv, attention-decode: reductions through shared memory only (gerbilc --no-subgroup-ops)");
   app.add_option("--dtype", dtype, "Weight type")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app.add_flag("--buffer-addresses", options.bufferAddresses,
+               "matmul, gemv, attention: the kernel reaches its buffers through device addresses in push "
+               "constants instead of a descriptor set (gerbilc --buffer-addresses)");
 
   int64_t tokens = 512, n = 4096, k = 4096;
   std::string target = "nvidia";
@@ -431,6 +458,7 @@ int main(int argc, char **argv) {
                           {"one_buffer", options.oneBuffer},
                           {"pack_mib", options.packBytes >> 20}};
     if (!options.subgroupOps) out["subgroup_ops"] = false;
+    if (options.bufferAddresses) out["buffer_addresses"] = true;
     if (mlpCommand->parsed()) {
       mlp.repeats = std::min(options.repeats, 200);
       mlp.defines = bench::parseDefines(options.defines);
