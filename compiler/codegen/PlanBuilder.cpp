@@ -563,6 +563,7 @@ private:
     gd::KVAppendOp append;
     Operation *activation = nullptr, *product = nullptr;
     gd::LinearOp linear; // the first projection, where it is a gerbil.linear (its norm is the group's)
+    gd::EmbeddingOp embedding; // the token embedding whose rows are the input (gerbil-fuse-embedding)
   };
 
   static GroupBody parseGroup(gd::DispatchOp dispatch) {
@@ -580,6 +581,8 @@ private:
         g.append = a;
       else if (auto r = dyn_cast<gd::RoPEOp>(op))
         (g.ropeQ ? g.ropeK : g.ropeQ) = r;
+      else if (auto e = dyn_cast<gd::EmbeddingOp>(op))
+        g.embedding = e;
     }
     g.qkv = family == gd::kQKVKernel;
     if (g.projections.size() != (g.qkv ? 3u : 2u) ||
@@ -633,6 +636,7 @@ private:
     const std::vector<std::string> parts =
         g.qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
     std::vector<plan::Dispatch> out;
+    if (g.embedding) out.push_back(lower(dispatch, g.embedding, false)); // the rows the group reads
     if (norm) {
       KernelInstance rows;
       const bool weighted = !groupNormFolded(g.projections, label);
@@ -710,7 +714,25 @@ private:
     define("NORM_WEIGHTED", normWeighted ? "1" : "0");
     define("RESIDUAL", "0");
     if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
-    bind("x", Access::Read, first->getOperand(0));
+    if (g.embedding) {
+      // The input is the token's row of the table, bound as x; the gemv also writes it out.
+      k.source.bindings.push_back({"ids", Access::TokenIds, plan::DType::I32});
+      k.origins.push_back({BindingSource::ValueOf, 0, g.embedding.getIds()});
+      bind("x", Access::Read, g.embedding.getTable());
+      bind("embedding", Access::Write, g.embedding.getResult());
+      const plan::DType table = operandDType(gd::outsideDispatch(g.embedding.getTable()));
+      const bool packed = weights == plan::DType::F16 || weights == plan::DType::BF16;
+      if (table != plan::DType::F32 && !(table == plan::DType::F16 && packed))
+        throw CodegenError("fusion group '" + label +
+                           "': the gemv reads an embedding table of f32, or of f16 "
+                           "beside f16 or bf16 matrices (gerbil-fuse-embedding)");
+      define("EMBED_INPUT", "1");
+      define("VOCAB",
+             uintValue(llvm::cast<RankedTensorType>(g.embedding.getTable().getType()).getDimSize(0)));
+      define("X_HALF8", table == plan::DType::F16 ? "1" : "0"); // 8 halves beside 8 packed weights
+    } else {
+      bind("x", Access::Read, first->getOperand(0));
+    }
     const std::vector<std::string> parts =
         qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
     for (size_t i = 0; i < parts.size(); ++i)

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace gerbil {
@@ -87,6 +88,32 @@ bool readsPageWords(mlir::ModuleOp module) {
       found = found || llvm::any_of(*strides, [](int64_t stride) { return stride > 16; });
   });
   return found;
+}
+
+// The weights that only embedding lookups read (the table of gerbil.embedding or position_embedding, in a
+// dispatch of its own or fused into a projection's): a decode step reads one row of them.
+std::set<std::string> lookedUpWeights(mlir::ModuleOp module) {
+  namespace gd = mlir::gerbil;
+  auto isTable = [](mlir::OpOperand &use) {
+    if (auto e = mlir::dyn_cast<gd::EmbeddingOp>(use.getOwner())) return e.getTable() == use.get();
+    if (auto p = mlir::dyn_cast<gd::PositionEmbeddingOp>(use.getOwner())) return p.getTable() == use.get();
+    return false;
+  };
+  std::set<std::string> names;
+  module.walk([&](gd::WeightRefOp ref) {
+    bool onlyLookedUp = true;
+    for (mlir::OpOperand &use : ref->getUses()) {
+      auto dispatch = mlir::dyn_cast<gd::DispatchOp>(use.getOwner());
+      if (!dispatch) {
+        onlyLookedUp = onlyLookedUp && isTable(use);
+        continue;
+      }
+      for (mlir::OpOperand &inner : dispatch.getBody().front().getArgument(use.getOperandNumber()).getUses())
+        onlyLookedUp = onlyLookedUp && isTable(inner);
+    }
+    if (onlyLookedUp) names.insert(ref.getName().str());
+  });
+  return names;
 }
 } // namespace
 
@@ -181,6 +208,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     pipeline.maxTokens = prefillChunk;
     pipeline.target = target;
     pipeline.fuseLogitsArgmax = options.fuseLogitsArgmax;
+    pipeline.fuseEmbedding = options.fuseEmbedding;
     pipeline.prefetchBytes = options.prefetchBytes;
     pipeline.prefetchPageBytes = options.prefetchPageBytes;
     pipeline.spreadPages = options.spreadPages;
@@ -235,14 +263,15 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
       // Each weight counts once, whole or as the row a lookup reads: the decode attention's prefetch bindings
       // name weights that the gemvs after it read (from the L2 then), and a tied embedding is looked up and
       // read whole by the LM head.
+      const std::set<std::string> lookedUp = lookedUpWeights(*module);
       std::map<uint32_t, uint64_t> weightRead;
       for (const plan::Dispatch &d : plan.decode) {
         const std::string &kernel = plan.kernels[d.kernel].name;
-        bool lookup = kernel.rfind("embedding.", 0) == 0 || kernel.rfind("position_embedding.", 0) == 0;
         bool attention = kernel.rfind("attention", 0) == 0;
         for (const plan::Binding &b : d.bindings) {
           if (b.kind == plan::BufferKind::Weight) {
             const plan::Weight &w = plan.weights[b.weight];
+            const bool lookup = lookedUp.count(w.name) != 0;
             uint64_t &read = weightRead[b.weight];
             read = std::max(read, lookup ? w.bytes() / static_cast<uint64_t>(w.shape[0]) : w.bytes());
           } else if (b.kind == plan::BufferKind::Arena) {

@@ -22,6 +22,7 @@ struct CompileOptions {
   int64_t prefillChunk = 0;        // 0: min(maxSequence, 256)
   bool subgroupOps = true;         // false: kernels reduce through shared memory only (--no-subgroup-ops)
   bool fuseLogitsArgmax = false;   // decode picks the token in the LM head's gemv (--fuse-logits-argmax)
+  bool fuseEmbedding = false;      // decode's first q/k/v gemv reads the token's row (--fuse-embedding)
   int64_t prefetchBytes = -1;      // --prefetch-bytes: decode attention's weight prefetch; -1: the target's
   int64_t prefetchPageBytes = -1;  // --prefetch-page-bytes: and its page stride; -1: the target's
   bool spreadPages = false;        // --spread-pages: page words in each decode gemv, for the next launch

@@ -10,6 +10,7 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
     pm.addNestedPass<func::FuncOp>(createGerbilFuseResidual());
     pm.addNestedPass<func::FuncOp>(createGerbilGroupQKV());
     pm.addNestedPass<func::FuncOp>(createGerbilFuseRopeKVWrite());
+    if (options.fuseEmbedding) pm.addNestedPass<func::FuncOp>(createGerbilFuseEmbedding());
     pm.addNestedPass<func::FuncOp>(createGerbilGroupGateUp());
     if (options.fuseLogitsArgmax) pm.addNestedPass<func::FuncOp>(createGerbilFuseLogitsArgmax());
     pm.addPass(createGerbilFoldNormWeights());

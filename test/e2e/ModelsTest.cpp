@@ -155,6 +155,15 @@ TEST_P(ModelTest, F16CacheKeepsGreedyTokens) {
   checkAgainstReference("f16", 0.1, "--kv-dtype f16");
 }
 
+// The embedding read by decode's first q/k/v gemv (--fuse-embedding): the rows it looks up and writes out are
+// the embedding launch's, f32 (4 a load) and f16 (8 halves a load) alike.
+TEST_P(ModelTest, F32WithFusedEmbeddingMatchesTransformers) {
+  checkAgainstReference("f32", 1e-3, "--fuse-embedding");
+}
+TEST_P(ModelTest, F16WithFusedEmbeddingKeepsGreedyTokens) {
+  checkAgainstReference("f16", 0.1, "--fuse-embedding");
+}
+
 // Kernels that reach their buffers through device addresses (--buffer-addresses) compute what they compute
 // through descriptors: the f32 path's tolerance.
 TEST_P(ModelTest, F32ByBufferAddressesMatchesTransformers) {

@@ -41,6 +41,9 @@ int main(int argc, char **argv) {
   app.add_flag(
       "--no-subgroup-ops", noSubgroupOps,
       "Reduce through shared memory only, for devices without subgroup arithmetic in compute shaders");
+  app.add_flag("--fuse-embedding", options.fuseEmbedding,
+               "Decode's first q/k/v projection reads the token's row of the embedding table itself instead "
+               "of an embedding launch before it (one launch a token fewer; not timed yet)");
   app.add_flag("--fuse-logits-argmax", options.fuseLogitsArgmax,
                "Pick decode's greedy token in the LM head's gemv instead of a launch of its own (one launch "
                "fewer, but slower on the H200 so far: docs/decode-latency.md)");

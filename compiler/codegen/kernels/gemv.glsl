@@ -22,6 +22,9 @@
 //                 rows that rotate together (d, d + ROTARY_DIM / 2), so the rotation needs nothing else.
 // With PREFETCH_COUNT > 0 (gerbil-prefetch-weights' spread-pages) PREFETCH_WORKERS workgroups before the
 // kernel's own only read words of the next launch's weights (prefetch.glsl).
+// EMBED_INPUT (gerbil-fuse-embedding, MODE_QKV): x is the embedding table and the input row is the token's,
+// ids[0]; workgroup 0 also writes that row to `embedding` for the launches after (the residual). A table of
+// halves (beside packed weights) is read 8 halves a 16-byte load (X_HALF8).
 #ifndef PREFETCH_COUNT
 #define PREFETCH_COUNT 0
 #endif
@@ -36,6 +39,13 @@ shared vec3 pairPartials_[WORKGROUP];
 #ifndef ROW_FROM_PUSH
 #define ROW_FROM_PUSH 0
 #endif
+#ifndef EMBED_INPUT
+#define EMBED_INPUT 0
+#endif
+#ifndef X_HALF8
+#define X_HALF8 0
+#endif
+
 // Where the input row starts, in elements (ROW_FROM_PUSH: firstRow's; else 0).
 uint xRow_ = 0u;
 
@@ -90,7 +100,15 @@ float dot8(uvec4 w, vec4 xa, vec4 xb) {
 #endif
 }
 // Step u: the 16-byte load k of both rows, the input (and norm weight) under it.
+#if X_HALF8
+#define LOAD_INPUT(u, k)                                                                        \
+  {                                                                                             \
+    uvec4 h = x_v4[xRow_ / 8u + (k)];                                                           \
+    xa[u] = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y)), xb[u] = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w)); \
+  }
+#else
 #define LOAD_INPUT(u, k) xa[u] = x_v4[xRow_ / 4u + 2u * (k)], xb[u] = x_v4[xRow_ / 4u + 2u * (k) + 1u];
+#endif
 #define LOAD_NORM(u, k) ga[u] = g_v4[2u * (k)], gb[u] = g_v4[2u * (k) + 1u];
 #define NORM_SQUARES(u) sums.z += dot(xa[u], xa[u]) + dot(xb[u], xb[u]);
 #define USE_NORM(u) NORM_SQUARES(u) xa[u] *= ga[u], xb[u] *= gb[u];
@@ -212,6 +230,11 @@ void rowBlock(uint group) {
   const uint outRow = step_.firstRow * N;
 #else
   const uint outRow = 0u;
+#endif
+#if EMBED_INPUT
+  xRow_ = min(uint(ids[0]), VOCAB - 1u) * K;
+  if (group == 0u)
+    for (uint i = gl_LocalInvocationIndex; i < K; i += WORKGROUP) store_embedding(i, load_x(xRow_ + i));
 #endif
 #if MODE_QKV
   uint part = group < GROUPS_Q ? 0u : group < GROUPS_Q + GROUPS_K ? 1u : 2u;

@@ -68,6 +68,19 @@ def GerbilFuseRopeKVWrite : Pass<"gerbil-fuse-rope-kv-write", "::mlir::func::Fun
   }];
 }
 
+def GerbilFuseEmbedding : Pass<"gerbil-fuse-embedding", "::mlir::func::FuncOp"> {
+  let summary = "Moves the token embedding into the first grouped q/k/v projection that reads its rows";
+  let description = [{
+    A gerbil.embedding whose rows are the input of a `linear_qkv` dispatch (its first operand, read by its
+    projections and their norm prologue) moves into that dispatch, which then takes the token ids and the
+    table in its place and also yields the rows (as its last result) for the embedding's other readers (the
+    residual of the layer's o projection). Decode reads the token's row of the table as the gemv's input and
+    writes it out, one launch a token fewer; prefill runs the embedding first, as its own launch. Embeddings
+    whose rows are changed first (GPT-2's positions added) are left alone. Only with gerbilc
+    --fuse-embedding until the H200 has timed it.
+  }];
+}
+
 def GerbilGroupGateUp : Pass<"gerbil-group-gate-up", "::mlir::func::FuncOp"> {
   let summary = "Groups a gated MLP's gate and up projections, with act(gate) * up, into one dispatch";
   let description = [{
