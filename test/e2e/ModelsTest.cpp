@@ -170,6 +170,12 @@ TEST_P(ModelTest, F32ByBufferAddressesMatchesTransformers) {
   checkAgainstReference("f32", 1e-3, "--buffer-addresses");
 }
 
+// The opt-in decode levers together, as the benchmark's "all" variant compiles them (with --spread-pages,
+// which the generic target gives no page words to): the f16 cache, kernels by address, the fused embedding.
+TEST_P(ModelTest, F16WithEveryDecodeOptionKeepsGreedyTokens) {
+  checkAgainstReference("f16", 0.1, "--kv-dtype f16 --buffer-addresses --fuse-embedding --spread-pages");
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelTest,
                          ::testing::Values("llama-tiny", "llama-tiny-bf16", "qwen2-tiny", "qwen3-tiny", "mistral-tiny",
                                            "phi3-tiny", "gpt2-tiny", "smollm-tiny", "stablelm-tiny"),

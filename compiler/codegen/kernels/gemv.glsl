@@ -101,10 +101,11 @@ float dot8(uvec4 w, vec4 xa, vec4 xb) {
 }
 // Step u: the 16-byte load k of both rows, the input (and norm weight) under it.
 #if X_HALF8
-#define LOAD_INPUT(u, k)                                                                        \
-  {                                                                                             \
-    uvec4 h = x_v4[xRow_ / 8u + (k)];                                                           \
-    xa[u] = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y)), xb[u] = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w)); \
+#define LOAD_INPUT(u, k)                                                 \
+  {                                                                      \
+    uvec4 h = x_v4[xRow_ / 8u + (k)];                                    \
+    xa[u] = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));              \
+    xb[u] = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));              \
   }
 #else
 #define LOAD_INPUT(u, k) xa[u] = x_v4[xRow_ / 4u + 2u * (k)], xb[u] = x_v4[xRow_ / 4u + 2u * (k) + 1u];
