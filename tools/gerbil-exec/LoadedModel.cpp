@@ -28,6 +28,10 @@ LoadedModel::LoadedModel(const plan::Plan &plan, const std::string &weightsDir, 
   exec::checkDevice(plan, context_->info());
   uint64_t needed = exec::deviceBytesNeeded(plan);
   const vk::DeviceInfo &info = context_->info();
+  // --dtype f16 would halve the matrices (norms and biases stay f32 either way).
+  const bool f32Matrices = std::any_of(plan.weights.begin(), plan.weights.end(), [](const plan::Weight &w) {
+    return w.shape.size() == 2 && w.deviceDType == plan::DType::F32;
+  });
   if (info.deviceLocalBytes && needed > info.deviceLocalBytes)
     throw exec::RuntimeError(
         "the model needs " + std::to_string(needed >> 20) + " MiB of device memory; " + info.name + " has " +
@@ -35,8 +39,7 @@ LoadedModel::LoadedModel(const plan::Plan &plan, const std::string &weightsDir, 
         std::to_string(plan.kvCache.bytes >> 20) + " MiB (" + plan::toString(plan.kvCache.dtype) + ", " +
         std::to_string(plan.limits.maxSequence) + " positions): recompile with a smaller --max-seq" +
         (plan.kvCache.dtype == plan::DType::F32 ? " or --kv-dtype f16" : "") +
-        (plan.weights.empty() || plan.weights.front().deviceDType != plan::DType::F32 ? ""
-                                                                                      : ", or --dtype f16"));
+        (f32Matrices ? ", or --dtype f16" : ""));
   auto loadStart = Clock::now();
   exec::LoadedWeights weights =
       exec::uploadWeights(*context_, plan, checkpoint, [&](uint64_t done, uint64_t total) {
