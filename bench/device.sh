@@ -6,6 +6,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=.device
+# prepare.sh packs the binaries, plans and libraries (what travels is limited to 64 MiB with the tree).
+if [ -f $D/pack.tar.xz ]; then tar xJf $D/pack.tar.xz -C $D && rm $D/pack.tar.xz; fi
 OUT=${OUT:-/tmp/gerbil-bench-out}
 R=/tmp/results
 mkdir -p "$OUT" "$R"

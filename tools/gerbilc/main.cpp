@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
       "Reduce through shared memory only, for devices without subgroup arithmetic in compute shaders");
   app.add_flag("--fuse-embedding", options.fuseEmbedding,
                "Decode's first q/k/v projection reads the token's row of the embedding table itself instead "
-               "of an embedding launch before it (one launch a token fewer; not timed yet)");
+               "of an embedding launch before it (one launch a token fewer, no faster on the H200 so far)");
   app.add_flag("--fuse-logits-argmax", options.fuseLogitsArgmax,
                "Pick decode's greedy token in the LM head's gemv instead of a launch of its own (one launch "
                "fewer, but slower on the H200 so far: docs/decode-latency.md)");
@@ -68,10 +68,11 @@ int main(int argc, char **argv) {
           ""));
   app.add_flag("--spread-pages", options.spreadPages,
                "The page words in every decode projection, for the launch after it, instead of all in the "
-               "attention (where the target or --prefetch-page-bytes reads them; not timed yet)");
+               "attention (where the target or --prefetch-page-bytes reads them; slower on the H200 so far)");
   app.add_flag("--buffer-addresses", options.bufferAddresses,
                "Kernels reach their buffers through device addresses in push constants instead of "
-               "descriptor sets (needs bufferDeviceAddress; not timed yet)");
+               "descriptor sets (needs bufferDeviceAddress; slower on the H200 so far, but binds past "
+               "maxStorageBufferRange)");
   app.add_option("--arch-specs", options.archSpecDir, "A folder of extra architecture specs (YAML)");
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");

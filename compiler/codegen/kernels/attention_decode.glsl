@@ -88,7 +88,8 @@ const uint STAGE_VECS = KEY_GROUP_VECS > QH * DIM_VECS ? KEY_GROUP_VECS : QH * D
 #ifndef ATTENTION_DIAG_ONE_SPLIT
 #define ATTENTION_DIAG_ONE_SPLIT 0
 #endif
-// ATTENTION_EARLY_VALUES (gerbil-kernel-bench --define, gerbilc --kernel-define; not timed in a model yet):
+// ATTENTION_EARLY_VALUES (gerbil-kernel-bench --define, gerbilc --kernel-define; on the H200 the 8B's attention
+// 8.9 -> 8.5 us alone, decode unchanged in the model, BENCHMARKS.md 2026-12-05):
 // with keys and values apart (heads of 128 dims), the values' loads go out as soon as the keys' registers
 // are free, so that their trip to memory overlaps the block's softmax and its barrier, instead of after them.
 #ifndef ATTENTION_EARLY_VALUES

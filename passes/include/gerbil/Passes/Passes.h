@@ -23,7 +23,7 @@ struct PipelineOptions {
   // gerbil-fuse-logits-argmax: on the H200 the LM head's gemv with the argmax took longer than the two
   // launches apart (docs/decode-latency.md), so it runs only when asked.
   bool fuseLogitsArgmax = false;
-  // gerbil-fuse-embedding: one launch a decode token fewer, not timed on the H200 yet.
+  // gerbil-fuse-embedding: one launch a decode token fewer, but no faster on the H200 (BENCHMARKS.md).
   bool fuseEmbedding = false;
   // gerbil-prefetch-weights' budget: the target profile's (decodePrefetchBytes) where negative, with the
   // profile's thresholds of launch size; given, it applies to every launch (and a page stride given, to

@@ -77,7 +77,7 @@ def GerbilFuseEmbedding : Pass<"gerbil-fuse-embedding", "::mlir::func::FuncOp"> 
     residual of the layer's o projection). Decode reads the token's row of the table as the gemv's input and
     writes it out, one launch a token fewer; prefill runs the embedding first, as its own launch. Embeddings
     whose rows are changed first (GPT-2's positions added) are left alone. Only with gerbilc
-    --fuse-embedding until the H200 has timed it.
+    --fuse-embedding: on the H200 the decode wall time did not move (BENCHMARKS.md, 2026-12-05).
   }];
 }
 
@@ -164,7 +164,7 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     Option<"spreadPages", "spread-pages", "bool", "false",
            "Page words: each decode gemv touches the next launch's pages in workgroups of its own, and an "
            "attention only its next launch's, instead of the attention all of them up to the next attention"
-           " (not timed yet)">
+           " (slower on the H200: BENCHMARKS.md, 2026-12-05)">
   ];
 }
 
