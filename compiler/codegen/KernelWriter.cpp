@@ -27,10 +27,15 @@ std::string declareArray(const std::string &block, const std::string &qualifier,
   if (!byAddress)
     return "layout(std430, binding = " + std::to_string(index) + ") " + qualifier + "buffer " + block +
            " { " + type + " " + name + "[]; };\n";
+  // REFERENCE_RESTRICT (restrict unless a variant defines it empty): whether the driver gets restrict
+  // references, for timing against the sync bench's kernel, whose references have none.
+  std::string referenceQualifier = qualifier;
+  if (size_t at = referenceQualifier.find("restrict "); at != std::string::npos)
+    referenceQualifier.replace(at, 9, "REFERENCE_RESTRICT ");
   return "layout(buffer_reference, std430, buffer_reference_align = " +
-         std::to_string(plan::kBufferAddressAlignment) + ") " + qualifier + "buffer " + block + " { " + type +
-         " array_[]; };\n#define " + name + " " + block + "(step_.addresses[" + std::to_string(index) +
-         "]).array_\n";
+         std::to_string(plan::kBufferAddressAlignment) + ") " + referenceQualifier + "buffer " + block +
+         " { " + type + " array_[]; };\n#define " + name + " " + block + "(step_.addresses[" +
+         std::to_string(index) + "]).array_\n";
 }
 
 std::string declare(const KernelBinding &b, size_t index, bool byAddress) {
@@ -110,6 +115,7 @@ std::string writeKernel(const KernelSource &kernel) {
   if (kernel.needsReduction) text += "#define NEEDS_REDUCTION 1\n";
   text += std::string("#define SUBGROUP_OPS ") + (kernel.subgroupOps ? "1" : "0") + "\n";
   text += "#define MIN_SUBGROUP_SIZE " + std::to_string(kMinSubgroupSize) + "u\n";
+  if (kernel.byAddress) text += "#ifndef REFERENCE_RESTRICT\n#define REFERENCE_RESTRICT restrict\n#endif\n";
   text += declarePushConstants(kernel);
   text += kernelFile("common.glsl");
   for (size_t i = 0; i < kernel.bindings.size(); ++i)
@@ -121,8 +127,9 @@ std::string writeKernel(const KernelSource &kernel) {
   const size_t stateIndex = kernel.bindings.size();
   if (kernel.byAddress)
     text += "layout(buffer_reference, std430, buffer_reference_align = " +
-            std::to_string(plan::kBufferAddressAlignment) + ") restrict buffer Binding_state { " + state +
-            " };\n#define state_ Binding_state(step_.addresses[" + std::to_string(stateIndex) + "])\n";
+            std::to_string(plan::kBufferAddressAlignment) + ") REFERENCE_RESTRICT buffer Binding_state { " +
+            state + " };\n#define state_ Binding_state(step_.addresses[" + std::to_string(stateIndex) +
+            "])\n";
   else
     text += "layout(std430, binding = " + std::to_string(stateIndex) + ") restrict buffer Binding_state { " +
             state + " } state_;\n";
