@@ -26,20 +26,14 @@ struct FuseEmbeddingPass : mlir::gerbil::impl::GerbilFuseEmbeddingBase<FuseEmbed
     for (EmbeddingOp embedding : embeddings) fuse(embedding);
   }
 
-  static Type deviceType(Value weight, Operation *from) {
-    auto ref = outsideDispatch(weight).getDefiningOp<WeightRefOp>();
-    auto op = ref ? SymbolTable::lookupNearestSymbolFrom<WeightOp>(from, ref.getNameAttr()) : WeightOp();
-    return op ? deviceElementType(op) : Type();
-  }
-
   // Whether the decode gemv can take the table's rows as its input: f32 rows, or f16 rows beside f16 or bf16
   // matrices (8 halves to each 16-byte load of weights).
   static bool readableInput(EmbeddingOp embedding, DispatchOp group) {
-    Type table = deviceType(embedding.getTable(), embedding);
+    Type table = weightDeviceType(embedding.getTable(), embedding);
     if (table && table.isF32()) return true;
     for (Operation &op : group.getBody().front())
       if (isa<MatMulOp, LinearOp>(op)) {
-        Type weights = deviceType(op.getOperand(1), group);
+        Type weights = weightDeviceType(op.getOperand(1), group);
         return table && table.isF16() && weights && (weights.isF16() || weights.isBF16());
       }
     return false;

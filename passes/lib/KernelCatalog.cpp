@@ -25,10 +25,8 @@ bool isHalfOnDevice(WeightOp weight) {
 bool hasHalfWeights(Operation *mm) {
   // Inside a dispatch (an op of a grouped projection that prefill runs on its own) the weight is a block
   // argument of the dispatch body.
-  auto ref = outsideDispatch(mm->getOperand(1)).getDefiningOp<WeightRefOp>();
-  if (!ref) return false;
-  auto weight = SymbolTable::lookupNearestSymbolFrom<WeightOp>(mm, ref.getNameAttr());
-  return weight && isHalfOnDevice(weight);
+  Type dtype = weightDeviceType(mm->getOperand(1), mm);
+  return dtype && (dtype.isF16() || dtype.isBF16());
 }
 
 // Whether the model's matrices are f16 or bf16 on the device: plans of f32 weights keep f32 arithmetic
@@ -122,6 +120,12 @@ Value mlir::gerbil::outsideDispatch(Value v) {
 Type mlir::gerbil::deviceElementType(WeightOp weight) {
   return weight.getDeviceDtype() ? *weight.getDeviceDtype()
                                  : llvm::cast<RankedTensorType>(weight.getType()).getElementType();
+}
+
+Type mlir::gerbil::weightDeviceType(Value v, Operation *from) {
+  auto ref = outsideDispatch(v).getDefiningOp<WeightRefOp>();
+  auto weight = ref ? SymbolTable::lookupNearestSymbolFrom<WeightOp>(from, ref.getNameAttr()) : WeightOp();
+  return weight ? deviceElementType(weight) : Type();
 }
 
 WeightRefOp mlir::gerbil::normWeightOf(LinearOp linear) {

@@ -197,24 +197,23 @@ public:
     std::vector<std::vector<uint32_t>> pushes; // each copy's push constants
     for (size_t c = 0; c < copies; ++c) {
       std::vector<vk::BufferRange> ranges;
+      std::vector<const vk::Buffer *> bound; // the buffer of each range, for its address
       for (size_t i = 0; i < buffers.size(); ++i) {
         if (stride[i]) {
-          const vk::Buffer &b = buffers[i][c / perBuffer[i]];
-          ranges.push_back(
-              {b.handle(), c % perBuffer[i] * stride[i], std::max<uint64_t>(data[i].bytes.size(), 16)});
+          bound.push_back(&buffers[i][c / perBuffer[i]]);
+          ranges.push_back({bound.back()->handle(), c % perBuffer[i] * stride[i],
+                            std::max<uint64_t>(data[i].bytes.size(), 16)});
           continue;
         }
-        const vk::Buffer &b = buffers[i][c % buffers[i].size()];
-        ranges.push_back({b.handle(), 0, b.size()});
+        bound.push_back(&buffers[i][c % buffers[i].size()]);
+        ranges.push_back({bound.back()->handle(), 0, bound.back()->size()});
       }
+      bound.push_back(&stateBuffer);
       ranges.push_back({stateBuffer.handle(), 0, stateBuffer.size()});
       std::vector<uint32_t> push = {tokens, 0};
       if (options_.bufferAddresses) {
         for (size_t i = 0; i < ranges.size(); ++i) {
-          const vk::Buffer &b = i + 1 == ranges.size() ? stateBuffer
-                                : stride[i]            ? buffers[i][c / perBuffer[i]]
-                                                       : buffers[i][c % buffers[i].size()];
-          const uint64_t address = b.deviceAddress() + ranges[i].offset;
+          const uint64_t address = bound[i]->deviceAddress() + ranges[i].offset;
           push.push_back(static_cast<uint32_t>(address));
           push.push_back(static_cast<uint32_t>(address >> 32));
         }

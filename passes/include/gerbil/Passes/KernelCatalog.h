@@ -61,6 +61,9 @@ Value outsideDispatch(Value v);
 WeightRefOp normWeightOf(LinearOp linear);
 // A weight's element type on the device: the layout pass's device dtype, else the checkpoint's.
 Type deviceElementType(WeightOp weight);
+// The device element type of the weight that `v` is (a weight_ref, or a dispatch body's argument bound to
+// one), looked up from `from`; null where `v` is no weight.
+Type weightDeviceType(Value v, Operation *from);
 
 // std::nullopt for ops that are not computations (weight_ref, func.return). `profile` chooses among the
 // kernel families of a target (the tensor-core matmul of `nvidia`).
