@@ -34,7 +34,7 @@ for line in open(sys.argv[1]):
         continue
     if r["kernel"] == "sync":
         what = f"n {r['n']}, {r['phases']} phases, {r['workgroups']} x {r['workgroup_size']}, {r['weight_copies']} W" + (" empty" if r["empty"] else "")
-        print(f"sync             {what:40} {' '.join(r['defines']):28} dispatch {r['dispatch_us']:.2f} us, persistent {r['persistent_us']:.2f} us a phase")
+        print(f"sync             {what:40} {' '.join(r['defines']):28} dispatch {r['dispatch_us']:.2f} us, persistent {r['persistent_us']:.2f}, chained {r.get('chained_us', float('nan')):.2f} us a phase")
         continue
     if r["kernel"] == "mlp":
         what = f"{r['hidden']} / {r['inter']}, slice {r['slice']}, {r['workgroup_size']}, {r['weight_copies']} W"

@@ -4,6 +4,8 @@
 //  - persistent: one dispatch whose workgroups all stay resident and meet at a grid barrier (an atomic
 //    arrival count, polled with plain loads) between phases, each workgroup loading its next weights
 //    before it waits;
+//  - chained: one dispatch a phase with no barrier between them, each phase's workgroups loading their
+//    weights and then waiting for the arrivals of the phase before (the grid barrier's counter);
 // and each also without work (--empty), which leaves the cost of the ordering alone. The result of the
 // last phase is checked against the host's, so that a barrier that does not hold cannot look fast.
 #pragma once
@@ -35,11 +37,13 @@ struct SyncOptions {
   // with bufferDeviceAddress); SYNC_POLL=EXPR is what the grid barrier's wait reads (default arrived_, a
   // plain coherent load; atomicAdd(arrived_,0u) polls with atomics); SYNC_CODE=n adds n dependent
   // multiply-adds, as a loop or (SYNC_CODE_UNROLLED=1) as n instructions; SYNC_PREFETCH_NEXT=1 has each
-  // dispatch also load the next phase's weights (into the L2), as a kernel could for the one after it.
+  // dispatch also load the next phase's weights (into the L2), as a kernel could for the one after it;
+  // SYNC_STAGE_X=1 reads the input once a workgroup into shared memory for its subgroups.
   std::vector<Define> defines;
 };
 
-// Runs both ways and returns {"dispatch_us", "persistent_us" (per phase, medians), "max_error", ...}.
+// Runs the three ways and returns {"dispatch_us", "persistent_us", "chained_us" (per phase, medians),
+// "max_error", ...}.
 // Throws std::runtime_error on a shape it cannot run, when the persistent grid stalled (2^20 polls), or when
 // a result is off by more than 1e-3 of its largest magnitude.
 nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler, const SyncOptions &options);

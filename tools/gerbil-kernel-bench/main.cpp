@@ -51,7 +51,8 @@ struct Options {
   bool oneBuffer = false;
   uint64_t packBytes = 0;
   bool subgroupOps = true; // gemv and decode attention: reductions with subgroup operations
-  // sync only, for its SYNC_BDA variant: the other kernels' buffers stay as plans allocate them.
+  // Buffers allocated so that their device addresses can be taken (sync's SYNC_BDA variant, or
+  // --addressable-memory: through descriptors still, to tell the allocation's cost from the access's).
   bool bufferDeviceAddress = false;
   // matmul, gemv, attention: the kernel reaches its buffers by address (gerbilc --buffer-addresses).
   bool bufferAddresses = false;
@@ -123,6 +124,7 @@ public:
   }
 
   const vk::DeviceInfo &info() const { return ctx_->info(); }
+  bool hasBufferDeviceAddresses() const { return ctx_->hasBufferDeviceAddresses(); }
   vk::Context &context() { return *ctx_; }
   codegen::ShaderCompiler &compiler() { return compiler_; }
 
@@ -313,6 +315,10 @@ int main(int argc, char **argv) {
                "matmul, gemv, attention: the kernel reaches its buffers through device addresses in push "
                "constants instead of a descriptor set (gerbilc --buffer-addresses)");
 
+  app.add_flag("--addressable-memory", options.bufferDeviceAddress,
+               "Allocate every buffer with device addresses (as plans by address do) but bind them through "
+               "descriptors: what the allocation alone costs");
+
   int64_t tokens = 512, n = 4096, k = 4096;
   std::string target = "nvidia";
   bool norm = false, residual = false, halfInput = false, gateUpMatMul = false;
@@ -414,14 +420,14 @@ int main(int argc, char **argv) {
 
   bench::SyncOptions sync;
   CLI::App *syncCommand = app.add_subcommand(
-      "sync", "A chain of dependent square gemvs: a dispatch and a barrier each, or one persistent dispatch "
-              "with grid barriers");
+      "sync", "A chain of dependent square gemvs: a dispatch and a barrier each, one persistent dispatch "
+              "with grid barriers, or a dispatch each ordered by an arrival counter instead of barriers");
   syncCommand->add_option("--n", sync.n, "Rows and columns of each phase's f16 matrix");
   syncCommand->add_option("--phases", sync.phases, "Dependent phases a run chains")
       ->check(CLI::Range(1, 100000));
   syncCommand
       ->add_option("--workgroups", sync.workgroups,
-                   "Workgroups of both ways (the persistent grid must all be resident at once)")
+                   "Workgroups of every way (the persistent grid must all be resident at once)")
       ->check(CLI::Range(1, 65535));
   syncCommand->add_option("--workgroup-size", sync.workgroupSize, "Invocations a workgroup");
   syncCommand->add_flag("--empty", sync.empty, "No gemv: the cost of the ordering alone");
@@ -447,7 +453,12 @@ int main(int argc, char **argv) {
   const plan::DType cacheType = kvDtype == "f16" ? plan::DType::F16 : plan::DType::F32;
 
   try {
-    options.bufferDeviceAddress = syncCommand->parsed();
+    // Only sync's SYNC_BDA variant takes addresses: memory allocated for them may be mapped differently
+    // (sweep bf: the plain 2048 chain ran 3x slower in a context that had them).
+    options.bufferDeviceAddress |=
+        syncCommand->parsed() &&
+        std::any_of(options.defines.begin(), options.defines.end(),
+                    [](const std::string &d) { return d.rfind("SYNC_BDA=", 0) == 0 && d != "SYNC_BDA=0"; });
     Bench bench(options);
     nlohmann::json out = {{"device", bench.info().name},
                           {"defines", options.defines},
@@ -458,6 +469,7 @@ int main(int argc, char **argv) {
                           {"pack_mib", options.packBytes >> 20}};
     if (!options.subgroupOps) out["subgroup_ops"] = false;
     if (options.bufferAddresses) out["buffer_addresses"] = true;
+    if (bench.hasBufferDeviceAddresses()) out["addressable_memory"] = true;
     if (mlpCommand->parsed()) {
       mlp.repeats = std::min(options.repeats, 200);
       mlp.defines = bench::parseDefines(options.defines);

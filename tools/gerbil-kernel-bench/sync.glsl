@@ -1,6 +1,6 @@
 #version 450
-// gerbil-kernel-bench sync (SyncBench.h): a chain of square f16 gemv phases, one dispatch each or one
-// persistent dispatch with grid barriers. Each subgroup (warp) owns rows warp, warp + warps, ... (ROWS of
+// gerbil-kernel-bench sync (SyncBench.h): a chain of square f16 gemv phases, one dispatch each, one
+// persistent dispatch with grid barriers, or one dispatch each ordered by the grid barrier's counter alone. Each subgroup (warp) owns rows warp, warp + warps, ... (ROWS of
 // them) and keeps their f16 weights in registers: PER_LANE 16-byte loads a row and lane. x and y are the
 // two halves of `vectors`, swapped every phase. SyncBench.cpp inserts the #defines after the #version line.
 #extension GL_EXT_control_flow_attributes : require
@@ -72,14 +72,30 @@ float dot8(uvec4 q, vec4 a, vec4 b) {
          dot(vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w)), b);
 }
 
+#if SYNC_STAGE_X
+// SYNC_STAGE_X: the workgroup reads the input once, each invocation a share of it, into shared memory, and
+// its subgroups take their parts from there, instead of every subgroup reading the whole input from memory
+// (past the L1 in a persistent grid, where sweep r found it 1.35 us of a 896 phase and ~8.6 MB of L2 reads a
+// 2048 phase).
+shared vec4 staged_[N / 4u];
+#endif
+
 void compute(uint phase) {
 #if !EMPTY && !SYNC_SKIP_COMPUTE
   uint in4 = (phase & 1u) * (N / 4u), out0 = N - (phase & 1u) * N;
   vec4 xa[PER_LANE], xb[PER_LANE];
+#if SYNC_STAGE_X && !SYNC_NO_X
+  // Reused every phase: the barrier of arrive() (persistent) or a new dispatch keeps the last phase's
+  // readers ahead of these stores.
+  for (uint i = gl_LocalInvocationIndex; i < N / 4u; i += WORKGROUP) staged_[i] = v_[in4 + i];
+  barrier();
+#endif
   [[unroll]] for (uint i = 0u; i < PER_LANE; ++i) {
     uint k = min(gl_SubgroupInvocationID + i * SUBGROUP, LOADS - 1u);
 #if SYNC_NO_X
     xa[i] = vec4(1.0), xb[i] = vec4(1.0);  // no read of the previous phase's result (latency diagnosis)
+#elif SYNC_STAGE_X
+    xa[i] = staged_[2u * k], xb[i] = staged_[2u * k + 1u];
 #else
     xa[i] = v_[in4 + 2u * k], xb[i] = v_[in4 + 2u * k + 1u];
 #endif
@@ -177,6 +193,12 @@ void main() {
     prefetch(push_.first + p + 1u);
     wait((p + 1u) * gl_NumWorkGroups.x);
   }
+#elif CHAINED
+  // A dispatch a phase without barriers between them: the weights first, then the wait for every workgroup
+  // of the phase before (its arrivals), which the counter alone orders.
+  if (push_.first > 0u) wait(push_.first * gl_NumWorkGroups.x);
+  compute(push_.first);
+  arrive();
 #else
 #if SYNC_PREFETCH_NEXT
   // The next phase's weights of the same rows, loaded into the L2 only: their sum decides a store that
