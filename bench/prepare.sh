@@ -18,7 +18,10 @@ mkdir -p $D/bin $D/plans $D/gl $D/specs
 rm -f $D/plans/*+*.plan # variants of an earlier run, compiled by another gerbilc
 IFS=';' read -ra planVariants <<< "${PLAN_VARIANTS:-}"
 git rev-parse --short HEAD > $D/commit
-echo "${GERBILC_FLAGS:-}" > $D/gerbilc-flags  # bench/report.py names them in BENCHMARKS.md
+# The benchmark's plans are the H200's: --target nvidia unless GERBILC_FLAGS says otherwise (a call of
+# 2026-12-05 measured generic plans by leaving it out).
+GERBILC_FLAGS=${GERBILC_FLAGS---target nvidia}
+echo "$GERBILC_FLAGS" > $D/gerbilc-flags  # bench/report.py names them in BENCHMARKS.md
 cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights,gerbil-kernel-bench,test-kernels} $D/bin/
 # The runtime's shared libraries beyond glibc and libstdc++ (the GPU machine has no Debian packages of them).
 mkdir -p $D/lib
@@ -26,21 +29,21 @@ for lib in $(ldd $D/bin/gerbil-exec | awk '/libutf8proc|libpcre2/ {print $3}'); 
 for fixture in test/fixtures/models/*/; do
   name=$(basename "$fixture")
   for dtype in f32 f16; do
-    "$build"/bin/gerbilc "$fixture/config.json" -o $D/plans/$name.$dtype.plan --dtype $dtype ${GERBILC_FLAGS:-}
+    "$build"/bin/gerbilc "$fixture/config.json" -o $D/plans/$name.$dtype.plan --dtype $dtype ${GERBILC_FLAGS}
   done
   for variant in "${planVariants[@]}"; do
     # shellcheck disable=SC2086
     "$build"/bin/gerbilc "$fixture/config.json" -o "$D/plans/$name+${variant%%:*}.f16.plan" --dtype f16 \
-      ${GERBILC_FLAGS:-} ${variant#*:}
+      ${GERBILC_FLAGS} ${variant#*:}
   done
 done
 for model in qwen2.5-0.5b llama-3.2-1b llama-3-8b; do
   "$build"/bin/gerbilc test/fixtures/configs/$model.json -o $D/plans/$model.plan --dtype f16 --max-seq 1024 \
-    --prefill-chunk 512 ${GERBILC_FLAGS:-}
+    --prefill-chunk 512 ${GERBILC_FLAGS}
   for variant in "${planVariants[@]}"; do
     # shellcheck disable=SC2086
     "$build"/bin/gerbilc test/fixtures/configs/$model.json -o "$D/plans/$model+${variant%%:*}.plan" --dtype f16 \
-      --max-seq 1024 --prefill-chunk 512 ${GERBILC_FLAGS:-} ${variant#*:}
+      --max-seq 1024 --prefill-chunk 512 ${GERBILC_FLAGS} ${variant#*:}
   done
 done
 if [ -z "$(ls $D/gl/*.deb 2>/dev/null)" ]; then

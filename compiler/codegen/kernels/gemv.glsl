@@ -125,29 +125,6 @@ const uint PER_LOAD = 4u;
 #endif
 const uint ROW_LOADS = K / PER_LOAD;
 
-// GEMV_STAGE_X: the workgroup reads the input row once into shared memory (each invocation a share) and
-// the teams take their steps of it from there, instead of each team reading it from global memory beside
-// the weights: half the loads an invocation issues in the loop are the input's (sweep bf: a square 2048
-// gemv chain 16.7 -> 6.0 us a phase with its input staged so). Only rows of 16-byte loads of an f32 input
-// of at most 32 KiB (not the embedding's row, which the table supplies); the rest read it as before.
-#ifndef GEMV_STAGE_X
-#define GEMV_STAGE_X 0
-#endif
-#if GEMV_STAGE_X && VEC_LOADS && !X_HALF8
-const bool STAGED_X = K * 4u <= 32768u;
-shared vec4 xStaged_[STAGED_X ? K / 4u : 1u];
-#undef LOAD_INPUT
-#if W_PACKED16
-#define LOAD_INPUT(u, k)                                                                                    \
-  if (STAGED_X) xa[u] = xStaged_[2u * (k)], xb[u] = xStaged_[2u * (k) + 1u];                               \
-  else xa[u] = x_v4[xRow_ / 4u + 2u * (k)], xb[u] = x_v4[xRow_ / 4u + 2u * (k) + 1u];
-#else
-#define LOAD_INPUT(u, k) xa[u] = STAGED_X ? xStaged_[k] : x_v4[xRow_ / 4u + (k)];
-#endif
-#else
-const bool STAGED_X = false;
-#endif
-
 // NORM_WEIGHTED 0: the norm weight was folded into the matrix's columns as it was loaded (plan weight
 // scaleColumnsBy), so the prologue only normalises: its loads and products cost the 8B's gate/up gemv 5 µs
 // of 63 on the H200 (sweep ao).
@@ -259,12 +236,6 @@ void rowBlock(uint group) {
   xRow_ = min(uint(ids[0]), VOCAB - 1u) * K;
   if (group == 0u)
     for (uint i = gl_LocalInvocationIndex; i < K; i += WORKGROUP) store_embedding(i, load_x(xRow_ + i));
-#endif
-#if GEMV_STAGE_X && VEC_LOADS && !X_HALF8
-  if (STAGED_X) {
-    for (uint i = gl_LocalInvocationIndex; i < K / 4u; i += WORKGROUP) xStaged_[i] = x_v4[xRow_ / 4u + i];
-    barrier();
-  }
 #endif
 #if MODE_QKV
   uint part = group < GROUPS_Q ? 0u : group < GROUPS_Q + GROUPS_K ? 1u : 2u;
