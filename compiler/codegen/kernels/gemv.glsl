@@ -142,50 +142,6 @@ const uint ROW_LOADS = K / PER_LOAD;
 #define USE_STEP_NORM(u)
 #endif
 
-// GEMV_STAGE_X: the workgroup reads the input row once into shared memory and the teams take their steps
-// of it from there, instead of each team reading it from global memory beside the weights (half the loads
-// an invocation issues in the loop). Each invocation issues its first step's weight loads before the
-// staging and its barrier, so that they do not wait for the input's round trip (without that, and with a
-// staging loop of one load at a time, sweep bh lost everywhere). f32 input rows of 16-byte steps up to
-// 32 KiB only (not the embedding's f16 row); the rest read the input as before.
-#ifndef GEMV_STAGE_X
-#define GEMV_STAGE_X 0
-#endif
-#if GEMV_STAGE_X && VEC_LOADS && !X_HALF8
-const bool STAGED_X = K * 4u <= 32768u;
-const uint STAGE_STEPS = (K / 4u + WORKGROUP - 1u) / WORKGROUP;  // vec4 loads an invocation stages
-shared vec4 xStaged_[STAGED_X ? K / 4u : 1u];
-WVEC firstA_[UNROLL], firstB_[UNROLL];  // the first step's weights, loaded before the staging
-#undef LOAD_INPUT
-#if W_PACKED16
-#define LOAD_INPUT(u, k)                                                                                    \
-  if (STAGED_X) xa[u] = xStaged_[2u * (k)], xb[u] = xStaged_[2u * (k) + 1u];                               \
-  else xa[u] = x_v4[xRow_ / 4u + 2u * (k)], xb[u] = x_v4[xRow_ / 4u + 2u * (k) + 1u];
-#else
-#define LOAD_INPUT(u, k) xa[u] = STAGED_X ? xStaged_[k] : x_v4[xRow_ / 4u + (k)];
-#endif
-#define LOAD_WEIGHTS(u, k, WA, WB)                                                                          \
-  if (STAGED_X && k0 == lane) wa[u] = firstA_[u], wb[u] = firstB_[u];                                      \
-  else wa[u] = WA[rowA * ROW_LOADS + k], wb[u] = WB[rowB * ROW_LOADS + k];
-#define PRELOAD_WEIGHTS(WA, WB)                                                                             \
-  [[unroll]] for (uint u = 0u; u < UNROLL; ++u) {                                                          \
-    uint k = min(lane + u * INV, ROW_LOADS - 1u);                                                          \
-    firstA_[u] = WA[rowA * ROW_LOADS + k], firstB_[u] = WB[rowB * ROW_LOADS + k];                          \
-  }
-// All of its loads issued before any store, then the barrier (uniform: every invocation calls it).
-void stageInput() {
-  vec4 v[STAGE_STEPS];
-  [[unroll]] for (uint s = 0u; s < STAGE_STEPS; ++s)
-    v[s] = x_v4[xRow_ / 4u + min(gl_LocalInvocationIndex + s * WORKGROUP, K / 4u - 1u)];
-  [[unroll]] for (uint s = 0u; s < STAGE_STEPS; ++s)
-    if (gl_LocalInvocationIndex + s * WORKGROUP < K / 4u) xStaged_[gl_LocalInvocationIndex + s * WORKGROUP] = v[s];
-  barrier();
-}
-#else
-const bool STAGED_X = false;
-#define LOAD_WEIGHTS(u, k, WA, WB) wa[u] = WA[rowA * ROW_LOADS + k], wb[u] = WB[rowB * ROW_LOADS + k];
-#endif
-
 #if VEC_LOADS
 #define ACCUMULATE(WA, WB)                                                       \
   for (uint k0 = lane; k0 < ROW_LOADS; k0 += UNROLL * INV) {                     \
@@ -193,7 +149,7 @@ const bool STAGED_X = false;
     vec4 xa[UNROLL], xb[UNROLL], ga[UNROLL], gb[UNROLL];                         \
     [[unroll]] for (uint u = 0; u < UNROLL; ++u) {                               \
       uint k = min(k0 + u * INV, ROW_LOADS - 1u);                                \
-      LOAD_WEIGHTS(u, k, WA, WB)                                                 \
+      wa[u] = WA[rowA * ROW_LOADS + k], wb[u] = WB[rowB * ROW_LOADS + k];        \
       LOAD_INPUT(u, k)                                                           \
       LOAD_STEP_NORM(u, k)                                                       \
     }                                                                            \
@@ -310,20 +266,6 @@ void rowBlock(uint group) {
   rowA = min(rows.x, partRows - 1u), rowB = min(rows.y, partRows - 1u);
 #endif
 
-#if GEMV_STAGE_X && VEC_LOADS && !X_HALF8
-  if (STAGED_X) {  // the same for the whole workgroup (part is)
-#if MODE_SINGLE
-    PRELOAD_WEIGHTS(w_v4, w_v4)
-#elif MODE_GATE_UP
-    PRELOAD_WEIGHTS(w_gate_v4, w_up_v4)
-#else
-    if (part == 0u) PRELOAD_WEIGHTS(w_q_v4, w_q_v4)
-    else if (part == 1u) PRELOAD_WEIGHTS(w_k_v4, w_k_v4)
-    else PRELOAD_WEIGHTS(w_v_v4, w_v_v4)
-#endif
-    stageInput();
-  }
-#endif
   vec3 sums = vec3(0.0);  // row A, row B, the input's sum of squares
   if (liveA || liveB) {   // the same for all of the pair's invocations
 #if VEC_LOADS

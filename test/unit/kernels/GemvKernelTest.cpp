@@ -13,9 +13,7 @@ namespace {
 // type, with and without the norm prologue and the residual, with subgroup operations and without.
 class GemvKernelTest : public KernelTestBase {
 protected:
-  // `defines`: template variants added to codegen's (as gerbilc --kernel-define gives them).
-  void checkGemv(codegen::GemvSpec spec,
-                 const std::vector<std::pair<std::string, std::string>> &defines = {}) {
+  void checkGemv(codegen::GemvSpec spec) {
     const int64_t n = spec.n, k = spec.k;
     std::mt19937 rng(static_cast<uint32_t>(n * 104729 + k + spec.norm * 7 + spec.residual * 13));
     std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
@@ -34,7 +32,6 @@ protected:
     }
 
     codegen::KernelSource source = codegen::gemvKernel(spec);
-    source.defines.insert(source.defines.end(), defines.begin(), defines.end());
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "gemv test kernel");
     std::vector<vk::Buffer> buffers =
         linearBuffers(x, packWeights(w, spec.weight), spec.norm && spec.normWeighted ? &g : nullptr,
@@ -91,23 +88,6 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
       checkGemv(spec);
       ASSERT_FALSE(HasFatalFailure());
     }
-}
-
-// GEMV_STAGE_X (the input row staged in shared memory once a workgroup): the same results, for one team and
-// several a pair, f16 and f32 weights, with the norm prologue (weighted and folded) and the residual, with
-// subgroup operations and without.
-TEST_F(GemvKernelTest, StagedInputGivesTheSameResult) {
-  const std::vector<std::pair<std::string, std::string>> staged = {{"GEMV_STAGE_X", "1"}};
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{64, 64}, {24, 1040}, {8, 4864}, {300, 520}})
-    for (plan::DType dtype : {plan::DType::F16, plan::DType::F32})
-      for (int variant = 0; variant < 4; ++variant) {
-        codegen::GemvSpec spec;
-        spec.n = n, spec.k = k, spec.weight = dtype, spec.eps = 1e-5;
-        spec.norm = variant & 1, spec.residual = variant & 2, spec.normWeighted = variant != 3;
-        spec.subgroupOps = n != 300 || variant != 0;
-        checkGemv(spec, staged);
-        ASSERT_FALSE(HasFatalFailure());
-      }
 }
 
 // Prefetch workers (gerbil-prefetch-weights' spread-pages) before the gemv's own workgroups leave its result
