@@ -213,6 +213,7 @@ nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler,
   if (!options.empty) {
     out["dispatch_gb_per_s"] = phaseBytes / (dispatchUs * 1e3);
     out["persistent_gb_per_s"] = phaseBytes / (persistentUs * 1e3);
+    out["chained_gb_per_s"] = phaseBytes / (chainedUs * 1e3);
     if (run.checked()) out["max_error"] = worst;
   }
   return out;

@@ -453,8 +453,8 @@ int main(int argc, char **argv) {
   const plan::DType cacheType = kvDtype == "f16" ? plan::DType::F16 : plan::DType::F32;
 
   try {
-    // Only sync's SYNC_BDA variant takes addresses: memory allocated for them may be mapped differently
-    // (sweep bf: the plain 2048 chain ran 3x slower in a context that had them).
+    // Only sync's SYNC_BDA variant (and --addressable-memory) allocates for addresses: the other ways and
+    // subcommands allocate as plans through descriptors do.
     options.bufferDeviceAddress |=
         syncCommand->parsed() &&
         std::any_of(options.defines.begin(), options.defines.end(),

@@ -1,8 +1,9 @@
 #version 450
 // gerbil-kernel-bench sync (SyncBench.h): a chain of square f16 gemv phases, one dispatch each, one
-// persistent dispatch with grid barriers, or one dispatch each ordered by the grid barrier's counter alone. Each subgroup (warp) owns rows warp, warp + warps, ... (ROWS of
-// them) and keeps their f16 weights in registers: PER_LANE 16-byte loads a row and lane. x and y are the
-// two halves of `vectors`, swapped every phase. SyncBench.cpp inserts the #defines after the #version line.
+// persistent dispatch with grid barriers, or one dispatch each ordered by the grid barrier's counter alone.
+// Each subgroup (warp) owns rows warp, warp + warps, ... (ROWS of them) and keeps their f16 weights in
+// registers: PER_LANE 16-byte loads a row and lane. x and y are the two halves of `vectors`, swapped every
+// phase. SyncBench.cpp inserts the #defines after the #version line.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_buffer_reference : enable
 #extension GL_KHR_shader_subgroup_basic : require
