@@ -3,6 +3,7 @@
 # needs on the GPU machine: the runtime tools, the plans (compiled here: the GPU machine has no MLIR), the
 # Vulkan loader packages and the new-fixture specs. Then: device run with carry [".device"], command
 # "bash bench/device.sh"; and bench/report.py turns the results into BENCHMARKS.md.
+# GERBILC_FLAGS: gerbilc arguments for every plan (default --target nvidia, the H200's; empty: generic).
 # PLAN_VARIANTS="NAME:GERBILC ARGS;NAME:ARGS...": every model's plan and every fixture's f16 plan is also
 # compiled with these arguments added, as MODEL+NAME.plan and FIXTURE+NAME.f16.plan: device.sh benchmarks
 # them beside the default plans on the same weights, and check_fixtures.py checks them against the
