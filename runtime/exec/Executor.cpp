@@ -149,11 +149,7 @@ std::vector<Executor::PreparedDispatch> Executor::prepare(const std::vector<plan
   for (const plan::Dispatch &d : schedule) {
     if (plan_.bufferAccess == plan::BufferAccess::Addresses) {
       std::vector<uint32_t> addresses;
-      for (const plan::Binding &b : d.bindings) {
-        const uint64_t a = address(b);
-        addresses.push_back(static_cast<uint32_t>(a));
-        addresses.push_back(static_cast<uint32_t>(a >> 32));
-      }
+      for (const plan::Binding &b : d.bindings) plan::appendAddress(addresses, address(b));
       prepared.push_back({d.kernel, VK_NULL_HANDLE, d.grid, std::move(addresses)});
       continue;
     }

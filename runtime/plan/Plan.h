@@ -96,6 +96,12 @@ inline constexpr uint64_t kStateHeaderWords = 2; // position, generated
 enum class BufferAccess : uint8_t { Descriptors, Addresses };
 const char *toString(BufferAccess a);
 std::optional<BufferAccess> parseBufferAccess(const std::string &s);
+// Addresses: a binding's address as the push constants hold it (two words, the low one first, as the
+// kernels' uvec2 reads them), appended to `push`.
+inline void appendAddress(std::vector<uint32_t> &push, uint64_t address) {
+  push.push_back(static_cast<uint32_t>(address));
+  push.push_back(static_cast<uint32_t>(address >> 32));
+}
 // Addresses: what the kernels declare of each binding's address (GL_EXT_buffer_reference's alignment), so
 // that 16-byte loads may be aligned ones; the plan's byte ranges start at multiples of it.
 inline constexpr uint64_t kBufferAddressAlignment = 16;

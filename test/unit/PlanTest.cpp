@@ -670,6 +670,13 @@ TEST(Plan, BufferAddressesRoundTrip) {
   expectPlansEqual(deserialize(bytes.data(), bytes.size()), plan);
 }
 
+// A binding's address in the push constants: two words, the low one first (the kernels read a uvec2).
+TEST(Plan, AddressesAreAppendedLowWordFirst) {
+  std::vector<uint32_t> push = {7, 0};
+  appendAddress(push, 0x1122334455667788ull);
+  EXPECT_EQ(push, (std::vector<uint32_t>{7, 0, 0x55667788u, 0x11223344u}));
+}
+
 TEST(Plan, ValidateChecksBufferAddresses) {
   auto errorOfPlan = [](const std::function<void(Plan &)> &edit) {
     Plan plan = planByAddress();

@@ -214,11 +214,8 @@ public:
       ranges.push_back({stateBuffer.handle(), 0, stateBuffer.size()});
       std::vector<uint32_t> push = {tokens, 0};
       if (options_.bufferAddresses) {
-        for (size_t i = 0; i < ranges.size(); ++i) {
-          const uint64_t address = bound[i]->deviceAddress() + ranges[i].offset;
-          push.push_back(static_cast<uint32_t>(address));
-          push.push_back(static_cast<uint32_t>(address >> 32));
-        }
+        for (size_t i = 0; i < ranges.size(); ++i)
+          plan::appendAddress(push, bound[i]->deviceAddress() + ranges[i].offset);
         sets.push_back(VK_NULL_HANDLE);
       } else {
         sets.push_back(ctx_->createDescriptorSet(pipeline, ranges));
