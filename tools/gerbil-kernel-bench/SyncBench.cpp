@@ -69,8 +69,7 @@ public:
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     x0_.resize(o.n);
     for (float &v : x0_) v = uniform(rng);
-    auto bda = [](const Define &d) { return d.first == "SYNC_BDA" && d.second != "0"; };
-    if (std::any_of(o.defines.begin(), o.defines.end(), bda)) {
+    if (syncTakesAddresses(o.defines)) {
       addresses_.weights = weights_.deviceAddress();
       addresses_.vectors = addresses_.elements = vectors_.deviceAddress();
       addresses_.sync = sync_.deviceAddress();
@@ -182,6 +181,11 @@ private:
 };
 
 } // namespace
+
+bool syncTakesAddresses(const std::vector<Define> &defines) {
+  return std::any_of(defines.begin(), defines.end(),
+                     [](const Define &d) { return d.first == "SYNC_BDA" && d.second != "0"; });
+}
 
 nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler, const SyncOptions &options) {
   SyncRun run(ctx, compiler, options);

@@ -42,6 +42,9 @@ struct SyncOptions {
   std::vector<Define> defines;
 };
 
+// Whether the defines ask for the SYNC_BDA variant: its context must allocate for device addresses.
+bool syncTakesAddresses(const std::vector<Define> &defines);
+
 // Runs the three ways and returns {"dispatch_us", "persistent_us", "chained_us" (per phase, medians),
 // "max_error", ...}.
 // Throws std::runtime_error on a shape it cannot run, when the persistent grid stalled (2^20 polls), or when

@@ -453,9 +453,7 @@ int main(int argc, char **argv) {
     // Only sync's SYNC_BDA variant (and --addressable-memory) allocates for addresses: the other ways and
     // subcommands allocate as plans through descriptors do.
     options.bufferDeviceAddress |=
-        syncCommand->parsed() &&
-        std::any_of(options.defines.begin(), options.defines.end(),
-                    [](const std::string &d) { return d.rfind("SYNC_BDA=", 0) == 0 && d != "SYNC_BDA=0"; });
+        syncCommand->parsed() && bench::syncTakesAddresses(bench::parseDefines(options.defines));
     Bench bench(options);
     nlohmann::json out = {{"device", bench.info().name},
                           {"defines", options.defines},
