@@ -15,18 +15,21 @@ int64_t rowWidth(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
 }
 
+// Whether a device element type is a 16-bit float (f16, or bf16 where the layout pass kept it).
+bool isHalfType(Type dtype) {
+  return dtype && (dtype.isF16() || dtype.isBF16());
+}
+
 // Whether a weight is f16 or bf16 on the device (the layout pass has set its device dtype).
 bool isHalfOnDevice(WeightOp weight) {
-  Type dtype = deviceElementType(weight);
-  return dtype.isF16() || dtype.isBF16();
+  return isHalfType(deviceElementType(weight));
 }
 
 // Whether a matmul's weight is f16 or bf16 on the device.
 bool hasHalfWeights(Operation *mm) {
   // Inside a dispatch (an op of a grouped projection that prefill runs on its own) the weight is a block
   // argument of the dispatch body.
-  Type dtype = weightDeviceType(mm->getOperand(1), mm);
-  return dtype && (dtype.isF16() || dtype.isBF16());
+  return isHalfType(weightDeviceType(mm->getOperand(1), mm));
 }
 
 // Whether the model's matrices are f16 or bf16 on the device: plans of f32 weights keep f32 arithmetic
