@@ -97,9 +97,19 @@ std::string glslFloat(double value) {
   return text;
 }
 
+void useKhrCooperativeMatrix(KernelSource &kernel) {
+  auto nv =
+      std::find(kernel.deviceExtensions.begin(), kernel.deviceExtensions.end(), "VK_NV_cooperative_matrix");
+  if (nv == kernel.deviceExtensions.end()) return;
+  *nv = "VK_KHR_cooperative_matrix";
+  kernel.khrCooperativeMatrix = true;
+}
+
 std::string writeKernel(const KernelSource &kernel) {
   std::string text = "#version 450\n#extension GL_EXT_control_flow_attributes : enable\n";
   for (const std::string &extension : kernel.extensions) text += "#extension " + extension + " : require\n";
+  if (kernel.khrCooperativeMatrix)
+    text += "// compiled with GL_NV_cooperative_matrix, run as SPV_KHR_cooperative_matrix\n";
   if (usesHalfValues(kernel)) text += "#extension GL_EXT_shader_16bit_storage : require\n";
   if (kernel.byAddress)
     text +=

@@ -60,7 +60,14 @@ struct KernelSource {
   // The bindings are reached through device addresses in the push constants, not descriptors
   // (plan::BufferAccess::Addresses): templates read and write them by the same names either way.
   bool byAddress = false;
+  // The kernel's GL_NV_cooperative_matrix code runs through VK_KHR_cooperative_matrix: its SPIR-V is
+  // retargeted after compiling (CooperativeMatrixKHR.h). Set by useKhrCooperativeMatrix.
+  bool khrCooperativeMatrix = false;
 };
+
+// Moves a kernel on NV cooperative matrices to the KHR extension (its device extension and the SPIR-V
+// retargeting); other kernels are left as they are.
+void useKhrCooperativeMatrix(KernelSource &kernel);
 
 // Throws CodegenError when the template does not exist.
 std::string writeKernel(const KernelSource &kernel);

@@ -1100,6 +1100,8 @@ private:
     for (const KernelDefine &define : options_.kernelDefines)
       if (appliesTo(define, source)) setDefine(source, define.name, define.value);
     source.byAddress = options_.bufferAddresses;
+    if (profile_->cooperativeMatrixApi == mlir::gerbil::CooperativeMatrixApi::KHR)
+      useKhrCooperativeMatrix(source);
     std::string glsl = writeKernel(source);
     if (auto it = kernelBySource_.find(glsl); it != kernelBySource_.end()) return it->second;
     plan::Kernel kernel;
@@ -1107,8 +1109,13 @@ private:
     if (options_.glsl)
       *options_.glsl << "// ---- kernel " << kernel.name << " (first used by " << label << ")\n"
                      << glsl << "\n";
-    kernel.spirv = compiler_.compile(glsl, kernel.name + " (" + label + ")");
+    kernel.spirv =
+        compiler_.compile(glsl, kernel.name + " (" + label + ")",
+                          source.khrCooperativeMatrix ? ShaderCompiler::CooperativeMatrices::RetargetToKhr
+                                                      : ShaderCompiler::CooperativeMatrices::AsWritten);
     plan::Requirements &needs = plan_.requires_;
+    if (source.khrCooperativeMatrix && needs.cooperativeMatrixShapes.empty())
+      needs.cooperativeMatrixShapes.push_back(mlir::gerbil::kCooperativeMatrixShape);
     needs.maxSharedMemoryBytes =
         std::max({needs.maxSharedMemoryBytes, workgroupMemoryBytes(kernel.spirv), source.sharedMemoryBytes});
     for (const std::string &extension : source.deviceExtensions)

@@ -1,5 +1,8 @@
 #include "compiler/codegen/ShaderCompiler.h"
 
+#include "compiler/codegen/CooperativeMatrixKHR.h"
+#include "compiler/codegen/KernelWriter.h"
+
 #include <shaderc/shaderc.h>
 #include <spirv-tools/libspirv.hpp>
 
@@ -95,7 +98,14 @@ ShaderCompiler::ShaderCompiler() : impl_(std::make_unique<Impl>()) {
 }
 ShaderCompiler::~ShaderCompiler() = default;
 
-std::vector<uint32_t> ShaderCompiler::compile(const std::string &glsl, const std::string &name) {
+std::vector<uint32_t> ShaderCompiler::compile(const KernelSource &kernel, const std::string &name) {
+  return compile(writeKernel(kernel), name,
+                 kernel.khrCooperativeMatrix ? CooperativeMatrices::RetargetToKhr
+                                             : CooperativeMatrices::AsWritten);
+}
+
+std::vector<uint32_t> ShaderCompiler::compile(const std::string &glsl, const std::string &name,
+                                              CooperativeMatrices matrices) {
   shaderc_compilation_result_t result = shaderc_compile_into_spv(
       impl_->compiler, glsl.data(), glsl.size(), shaderc_compute_shader, name.c_str(), "main", impl_->options);
   std::unique_ptr<shaderc_compilation_result, decltype(&shaderc_result_release)> guard(result,
@@ -109,7 +119,12 @@ std::vector<uint32_t> ShaderCompiler::compile(const std::string &glsl, const std
   impl_->validationMessages.clear();
   if (!impl_->validator.Validate(words))
     throw CodegenError("kernel '" + name + "' is not valid SPIR-V for Vulkan 1.2:\n" + impl_->validationMessages);
-  return words;
+  if (matrices == CooperativeMatrices::AsWritten) return words;
+  try {
+    return retargetToKhrCooperativeMatrix(words);
+  } catch (const CodegenError &e) {
+    throw CodegenError("kernel '" + name + "': " + e.what());
+  }
 }
 
 } // namespace gerbil::codegen

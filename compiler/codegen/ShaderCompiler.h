@@ -1,4 +1,6 @@
-// GLSL -> SPIR-V with libshaderc, then SPIRV-Tools validation for Vulkan 1.2.
+// GLSL -> SPIR-V with libshaderc, then SPIRV-Tools validation for Vulkan 1.2 (and, for kernels that run on
+// VK_KHR_cooperative_matrix, the retargeting of CooperativeMatrixKHR.h, which Debian 12's SPIRV-Tools
+// cannot validate).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,8 @@
 #include <vector>
 
 namespace gerbil::codegen {
+
+struct KernelSource;
 
 class CodegenError : public std::runtime_error {
 public:
@@ -25,8 +29,12 @@ public:
   ShaderCompiler(const ShaderCompiler &) = delete;
   ShaderCompiler &operator=(const ShaderCompiler &) = delete;
 
+  enum class CooperativeMatrices { AsWritten, RetargetToKhr };
   // Throws CodegenError with the compiler's or validator's message, naming the kernel.
-  std::vector<uint32_t> compile(const std::string &glsl, const std::string &name);
+  std::vector<uint32_t> compile(const std::string &glsl, const std::string &name,
+                                CooperativeMatrices matrices = CooperativeMatrices::AsWritten);
+  // writeKernel(kernel), compiled for the extension the kernel asks (KernelSource::khrCooperativeMatrix).
+  std::vector<uint32_t> compile(const KernelSource &kernel, const std::string &name);
 
 private:
   struct Impl;

@@ -53,7 +53,12 @@ std::string chooseTarget(const vk::DeviceInfo &device) {
     bool hasExtensions = std::all_of(profile.deviceExtensions.begin(), profile.deviceExtensions.end(),
                                      [&](const std::string &e) { return device.hasExtension(e); });
     bool subgroupFits = profile.subgroupSize == 0 || profile.subgroupSize == device.subgroupSize;
-    if (hasExtensions && subgroupFits &&
+    // A KHR device lists the fragment shapes it multiplies; the kernels need theirs.
+    bool shapeFits =
+        profile.cooperativeMatrixApi != mlir::gerbil::CooperativeMatrixApi::KHR ||
+        std::find(device.cooperativeMatrixKHRShapes.begin(), device.cooperativeMatrixKHRShapes.end(),
+                  mlir::gerbil::kCooperativeMatrixShape) != device.cooperativeMatrixKHRShapes.end();
+    if (hasExtensions && subgroupFits && shapeFits &&
         (!profile.cooperativeMatrix || (device.shaderFloat16 && device.vulkanMemoryModel)))
       return profile.name;
   }

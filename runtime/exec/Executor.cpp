@@ -1,5 +1,6 @@
 #include "runtime/exec/Executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -38,6 +39,13 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
     if (!device.hasExtension(extension))
       throw RuntimeError("the plan needs the Vulkan extension " + extension + ", which " + device.name +
                          " lacks (compiled for --target " + plan.target + "; compile with --target generic)");
+  for (const std::string &shape : r.cooperativeMatrixShapes)
+    if (std::find(device.cooperativeMatrixKHRShapes.begin(), device.cooperativeMatrixKHRShapes.end(),
+                  shape) == device.cooperativeMatrixKHRShapes.end())
+      throw RuntimeError("the plan's kernels multiply cooperative matrices of " + shape + ", which " +
+                         device.name +
+                         " does not list for VK_KHR_cooperative_matrix (compiled for --target " +
+                         plan.target + "; compile with --target generic)");
   if (r.vulkanMemoryModel && !device.vulkanMemoryModel)
     throw RuntimeError("the plan needs vulkanMemoryModel, which " + device.name +
                        " lacks (compiled for --target " + plan.target + "; compile with --target generic)");

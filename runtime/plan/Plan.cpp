@@ -97,7 +97,8 @@ json requirementsToJson(const Requirements &r) {
               {"subgroupArithmetic", r.subgroupArithmetic},
               {"minSubgroupSize", r.minSubgroupSize},
               {"bufferDeviceAddress", r.bufferDeviceAddress},
-              {"pushConstantBytes", r.pushConstantBytes}};
+              {"pushConstantBytes", r.pushConstantBytes},
+              {"cooperativeMatrixShapes", r.cooperativeMatrixShapes}};
 }
 
 namespace {
@@ -313,6 +314,8 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.requires_.minSubgroupSize = req["minSubgroupSize"].u32();
   plan.requires_.bufferDeviceAddress = req["bufferDeviceAddress"].boolean();
   plan.requires_.pushConstantBytes = req["pushConstantBytes"].u32();
+  plan.requires_.cooperativeMatrixShapes =
+      req["cooperativeMatrixShapes"].list([](const Reader &e) { return e.string(); });
 
   plan.target = root["target"].string();
   plan.compilerVersion = root["compilerVersion"].string();

@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 7;
+inline constexpr uint32_t kFormatVersion = 8;
 
 class PlanError : public std::runtime_error {
 public:
@@ -164,6 +164,9 @@ struct Requirements {
   uint32_t minSubgroupSize = 0;
   bool bufferDeviceAddress = false;                // kernels reach buffers by address (BufferAccess)
   uint32_t pushConstantBytes = kPushConstantBytes; // the most any kernel takes (maxPushConstantsSize)
+  // The fragments kernels multiply through VK_KHR_cooperative_matrix, as "MxNxK A*B+C->D" with component
+  // types ("16x16x16 f16*f16+f32->f32"): the device must list each among its subgroup-scope shapes.
+  std::vector<std::string> cooperativeMatrixShapes;
 };
 
 struct Plan {

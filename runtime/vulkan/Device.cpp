@@ -280,6 +280,13 @@ struct CooperativeMatrixPropertiesKHR {
   VkScopeNV scope;
 };
 constexpr auto kCooperativeMatrixPropertiesKHR = static_cast<VkStructureType>(1000506001);
+// And its feature struct, which a device enabling the extension chains in.
+struct CooperativeMatrixFeaturesKHR {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+};
+constexpr auto kCooperativeMatrixFeaturesKHR = static_cast<VkStructureType>(1000506000);
 using QueryCooperativeMatrixKHR = VkResult(VKAPI_PTR *)(VkPhysicalDevice, uint32_t *,
                                                         CooperativeMatrixPropertiesKHR *);
 
@@ -804,6 +811,13 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     cooperativeMatrixNV.cooperativeMatrix = VK_TRUE;
     cooperativeMatrixNV.pNext = enabled.pNext;
     enabled.pNext = &cooperativeMatrixNV;
+  }
+  CooperativeMatrixFeaturesKHR cooperativeMatrixKHR{};
+  cooperativeMatrixKHR.sType = kCooperativeMatrixFeaturesKHR;
+  if (enabling("VK_KHR_cooperative_matrix")) {
+    cooperativeMatrixKHR.cooperativeMatrix = VK_TRUE;
+    cooperativeMatrixKHR.pNext = enabled.pNext;
+    enabled.pNext = &cooperativeMatrixKHR;
   }
   // VK_EXT_shader_atomic_float: float atomicAdd on storage buffers (split reductions that accumulate into
   // their result), the only feature of it that kernels use.

@@ -55,11 +55,12 @@ def plan_seeds(plan_path):
                   "numLayers": 1, "bosTokenIds": [1], "eosTokenIds": [2], "configJson": "{}", "configPath": "",
                   "ignoredSourceKeys": ["*.inv_freq"]},
         "limits": {"maxSequence": 4, "prefillChunk": 2},
-        # Kernels by address: the reader's newest branch (plan format 7).
+        # Kernels by address (plan format 7) and a cooperative-matrix shape (format 8).
         "requires": {"shaderFloat16": False, "storageBuffer16BitAccess": False, "maxStorageBufferRange": 64,
                      "maxSharedMemoryBytes": 0, "vulkanMemoryModel": False, "subgroupSize": 0,
                      "deviceExtensions": [], "subgroupArithmetic": False, "minSubgroupSize": 0,
-                     "bufferDeviceAddress": True, "pushConstantBytes": 32},
+                     "bufferDeviceAddress": True, "pushConstantBytes": 32,
+                     "cooperativeMatrixShapes": ["16x16x16 f16*f16+f32->f32"]},
         "target": "generic", "compilerVersion": "seed", "bufferAccess": "addresses",
         "weights": [{"name": "w", "sourceKeys": ["w.weight"], "shape": [4, 4], "deviceDType": "f16",
                      "layout": "row_major", "transpose": True, "sliceDim": 0, "sliceStart": 4, "sliceLength": 4,

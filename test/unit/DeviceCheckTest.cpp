@@ -56,6 +56,21 @@ TEST(DeviceCheck, PlansWithoutSubgroupsRunAnywhere) {
   EXPECT_EQ(refusal(plan, deviceWith(false, 1)), "");
 }
 
+// A khr plan's fragments must be among the shapes the device lists for VK_KHR_cooperative_matrix.
+TEST(DeviceCheck, CooperativeMatrixShapesMustBeListed) {
+  gerbil::plan::Plan plan;
+  plan.target = "khr";
+  plan.requires_.cooperativeMatrixShapes = {"16x16x16 f16*f16+f32->f32"};
+  gerbil::vk::DeviceInfo device = deviceWith(true, 32);
+  device.cooperativeMatrixKHRShapes = {"16x8x16 f16*f16+f32->f32", "16x16x16 f16*f16+f16->f16"};
+  const std::string message = refusal(plan, device);
+  EXPECT_NE(message.find("16x16x16 f16*f16+f32->f32"), std::string::npos) << message;
+  EXPECT_NE(message.find("VK_KHR_cooperative_matrix"), std::string::npos) << message;
+  EXPECT_NE(message.find("--target generic"), std::string::npos) << message;
+  device.cooperativeMatrixKHRShapes.push_back("16x16x16 f16*f16+f32->f32");
+  EXPECT_EQ(refusal(plan, device), "");
+}
+
 // Kernels that reach their buffers by address need bufferDeviceAddress and push constants for every address.
 TEST(DeviceCheck, BufferAddressesNeedTheFeatureAndThePushConstants) {
   gerbil::plan::Plan plan;

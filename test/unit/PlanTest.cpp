@@ -48,7 +48,18 @@ Plan makePlan() {
   plan.model.configPath = "/models/llama-tiny";
   plan.model.ignoredSourceKeys = {"*.rotary_emb.inv_freq", "model.layers.*.attn.bias"};
   plan.limits = {256, 32};
-  plan.requires_ = {true, true, uint64_t(1) << 31, 16384, true, 32, {"VK_NV_cooperative_matrix"}, true, 8};
+  plan.requires_ = {true,
+                    true,
+                    uint64_t(1) << 31,
+                    16384,
+                    true,
+                    32,
+                    {"VK_KHR_cooperative_matrix"},
+                    true,
+                    8,
+                    false,
+                    kPushConstantBytes,
+                    {"16x16x16 f16*f16+f32->f32"}};
   plan.target = "rdna3";
   plan.compilerVersion = "gerbilc 0.1.0-test";
 
@@ -149,6 +160,7 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.requires_.subgroupArithmetic, b.requires_.subgroupArithmetic);
   EXPECT_EQ(a.requires_.minSubgroupSize, b.requires_.minSubgroupSize);
   EXPECT_EQ(a.requires_.bufferDeviceAddress, b.requires_.bufferDeviceAddress);
+  EXPECT_EQ(a.requires_.cooperativeMatrixShapes, b.requires_.cooperativeMatrixShapes);
   EXPECT_EQ(a.requires_.pushConstantBytes, b.requires_.pushConstantBytes);
   EXPECT_EQ(a.target, b.target);
   EXPECT_EQ(a.bufferAccess, b.bufferAccess);

@@ -29,6 +29,7 @@ std::vector<std::string> requiredFeatures(const plan::Requirements &r) {
                        std::to_string(r.minSubgroupSize) + ")");
   if (r.subgroupSize) features.push_back("subgroup size " + std::to_string(r.subgroupSize));
   for (const std::string &extension : r.deviceExtensions) features.push_back(extension);
+  for (const std::string &shape : r.cooperativeMatrixShapes) features.push_back("matrices of " + shape);
   return features;
 }
 

@@ -117,7 +117,8 @@ public:
   explicit Bench(const Options &options) : options_(options) {
     vk::ContextOptions context;
     context.deviceIndex = options.device;
-    context.extensions = {"VK_NV_cooperative_matrix", "VK_EXT_shader_atomic_float"};
+    context.extensions = {"VK_NV_cooperative_matrix", "VK_KHR_cooperative_matrix",
+                          "VK_EXT_shader_atomic_float"};
     context.pipelineStatistics = options.statistics;
     context.bufferDeviceAddress = options.bufferDeviceAddress || options.bufferAddresses;
     ctx_ = std::make_unique<vk::Context>(context);
@@ -132,8 +133,9 @@ public:
   mlir::gerbil::TargetProfile target(const std::string &spec) const {
     std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(spec);
     if (!profile) throw std::runtime_error("unknown target '" + spec + "'");
-    if (profile->cooperativeMatrix && !info().hasExtension("VK_NV_cooperative_matrix"))
-      throw std::runtime_error(info().name + " has no VK_NV_cooperative_matrix (target '" + spec + "')");
+    for (const std::string &extension : profile->deviceExtensions)
+      if (!info().hasExtension(extension))
+        throw std::runtime_error(info().name + " has no " + extension + " (target '" + spec + "')");
     return *profile;
   }
 
@@ -144,7 +146,7 @@ public:
     for (const auto &[name, value] : bench::parseDefines(options_.defines))
       codegen::setDefine(source, name, value);
     source.byAddress = options_.bufferAddresses;
-    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "benchmarked kernel");
+    std::vector<uint32_t> spirv = compiler_.compile(source, "benchmarked kernel");
     uint64_t rotatedBytes = 0;
     for (const BindingData &b : data)
       if (b.rotated) rotatedBytes += b.bytes.size();
@@ -492,6 +494,8 @@ int main(int argc, char **argv) {
         spec.coopTiling = mlir::gerbil::groupPrefillTiling(profile, false, k, n, qkvKvRows, qkvKvRows);
       }
       codegen::KernelSource source = codegen::matmulKernel(spec);
+      if (profile.cooperativeMatrixApi == mlir::gerbil::CooperativeMatrixApi::KHR)
+        codegen::useKhrCooperativeMatrix(source);
       const codegen::SplitKScratch split = codegen::splitKScratch(spec, tokens);
       std::vector<BindingData> data;
       for (const codegen::KernelBinding &b : source.bindings) {
@@ -580,7 +584,8 @@ int main(int argc, char **argv) {
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});
     } else if (prefillAttention->parsed()) {
-      const bool coop = bench.target(target).cooperativeMatrix;
+      const mlir::gerbil::TargetProfile profile = bench.target(target);
+      const bool coop = profile.cooperativeMatrix;
       if (firstPosition + tokens > sequence)
         throw CLI::ValidationError("--position", "the step's last query lies past --seq");
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
@@ -588,6 +593,8 @@ int main(int argc, char **argv) {
       spec.keyTile = keyTile;
       spec.halfResult = halfResult;
       codegen::KernelSource source = codegen::attentionKernel(spec, coop);
+      if (profile.cooperativeMatrixApi == mlir::gerbil::CooperativeMatrixApi::KHR)
+        codegen::useKhrCooperativeMatrix(source);
       if (cacheType == plan::DType::F16) codegen::holdCacheInHalf(source);
       const size_t cache = static_cast<size_t>(kvHeads * sequence * headDim);
       const size_t rows = static_cast<size_t>(tokens * heads * headDim);

@@ -87,11 +87,27 @@ protected:
       ASSERT_EQ(codegen::holdCacheInHalf(source), 2);
     }
     if (c.rescaleSlack) source.defines.emplace_back("RESCALE_SLACK", c.rescaleSlack);
-    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "attention test kernel");
-    if (coop && !hasCooperativeMatrix()) {
+    const std::vector<CooperativeWay> ways =
+        coop ? compileCooperative(source, "attention test kernel")
+             : std::vector<CooperativeWay>{{"", compiler_.compile(source, "attention test kernel")}};
+    if (ways.empty()) {
       EXPECT_LE(source.sharedMemoryBytes, 48u * 1024);
-      GTEST_SKIP() << ctx_->info().name << " has no VK_NV_cooperative_matrix (compiled and validated only)";
+      GTEST_SKIP() << ctx_->info().name << " runs no cooperative matrices (compiled and validated only)";
     }
+    for (const CooperativeWay &way : ways) {
+      SCOPED_TRACE(way.name);
+      runAndCompare(c, coop, source, way.spirv, q, keys, values, expected);
+      if (HasFatalFailure()) return;
+    }
+  }
+
+  void runAndCompare(const AttentionCase &c, bool coop, const codegen::KernelSource &source,
+                     const std::vector<uint32_t> &spirv, const std::vector<float> &q,
+                     const std::vector<float> &keys, const std::vector<float> &values,
+                     const std::vector<double> &expected) {
+    const codegen::AttentionSpec &spec = c.spec;
+    const int64_t dim = spec.headDim;
+    const uint32_t t = c.tokens;
     ASSERT_LE(source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<vk::Buffer> buffers;
     buffers.push_back(upload(q, "q"));

@@ -2,7 +2,9 @@
 // results out, and weights that f16 and bf16 hold exactly.
 #pragma once
 
+#include "compiler/codegen/CooperativeMatrixKHR.h"
 #include "compiler/codegen/ShaderCompiler.h"
+#include "gerbil/Passes/TargetProfile.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
 
@@ -14,9 +16,26 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gerbil::kerneltest {
+
+// A cooperative-matrix kernel compiled as written (VK_NV_cooperative_matrix) and retargeted to
+// VK_KHR_cooperative_matrix (CooperativeMatrixKHR.h), with the way's name.
+struct CooperativeWay {
+  std::string name;
+  std::vector<uint32_t> spirv;
+};
+// (The KHR way retargets the NV module, as ShaderCompiler does for a KHR kernel, without compiling the GLSL
+// twice: the kernel tests compile hundreds of variants on lavapipe.)
+inline std::vector<CooperativeWay> compileBothWays(codegen::ShaderCompiler &compiler,
+                                                   const codegen::KernelSource &source,
+                                                   const std::string &name) {
+  std::vector<uint32_t> nv = compiler.compile(source, name);
+  std::vector<uint32_t> khr = codegen::retargetToKhrCooperativeMatrix(nv);
+  return {{"VK_NV_cooperative_matrix", std::move(nv)}, {"VK_KHR_cooperative_matrix", std::move(khr)}};
+}
 
 // Weights are multiples of 1/64 in [-1, 1]: exact in f16 and bf16, so only the kernel's arithmetic differs
 // from the reference.
@@ -68,7 +87,7 @@ class KernelTestBase : public ::testing::Test {
 protected:
   void SetUp() override {
     vk::ContextOptions options;
-    options.extensions = {"VK_NV_cooperative_matrix"};
+    options.extensions = {"VK_NV_cooperative_matrix", "VK_KHR_cooperative_matrix"};
     try {
       ctx_ = std::make_unique<vk::Context>(options);
     } catch (const vk::NoDeviceError &e) {
@@ -76,9 +95,27 @@ protected:
     }
   }
 
+  // Whether the device runs the cooperative-matrix kernels through `extension` (VK_NV_cooperative_matrix
+  // or VK_KHR_cooperative_matrix, whose shapes must hold the kernels' fragments): f16 and subgroups of 32
+  // too.
+  bool runsCooperative(const std::string &extension) const {
+    const vk::DeviceInfo &info = ctx_->info();
+    const std::vector<std::string> &khrShapes = info.cooperativeMatrixKHRShapes;
+    const bool shapes = extension != "VK_KHR_cooperative_matrix" ||
+                        std::find(khrShapes.begin(), khrShapes.end(),
+                                  mlir::gerbil::kCooperativeMatrixShape) != khrShapes.end();
+    return info.hasExtension(extension) && shapes && info.shaderFloat16 && info.subgroupSize == 32;
+  }
   bool hasCooperativeMatrix() const {
-    return ctx_->info().hasExtension("VK_NV_cooperative_matrix") && ctx_->info().shaderFloat16 &&
-           ctx_->info().subgroupSize == 32;
+    return runsCooperative("VK_NV_cooperative_matrix") || runsCooperative("VK_KHR_cooperative_matrix");
+  }
+  // `source` compiled both ways (so that CI validates or retargets every variant either way); the ways
+  // this device runs. Empty: compiled only.
+  std::vector<CooperativeWay> compileCooperative(const codegen::KernelSource &source,
+                                                 const std::string &name) {
+    std::vector<CooperativeWay> ways = compileBothWays(compiler_, source, name);
+    std::erase_if(ways, [&](const CooperativeWay &way) { return !runsCooperative(way.name); });
+    return ways;
   }
 
   vk::Buffer upload(const void *data, size_t bytes, const std::string &name) {

@@ -60,12 +60,25 @@ protected:
     }
 
     codegen::KernelSource source = codegen::matmulKernel(spec);
-    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "matmul test kernel");
-    if (spec.variant == MatMulVariant::Coop && !hasCooperativeMatrix())
+    const std::vector<CooperativeWay> ways =
+        spec.variant == MatMulVariant::Coop
+            ? compileCooperative(source, "matmul test kernel")
+            : std::vector<CooperativeWay>{{"", compiler_.compile(source, "matmul test kernel")}};
+    if (ways.empty())
       GTEST_SKIP() << ctx_->info().name
-                   << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
-                   << "validated only)";
+                   << " runs no cooperative matrices with subgroups of 32 (compiled and validated only)";
+    for (const CooperativeWay &way : ways) {
+      runAndCompare(spec, source, way, x, w, g, residual, expected, shape);
+      if (HasFatalFailure()) return;
+    }
+  }
 
+  void runAndCompare(const MatMulSpec &spec, const codegen::KernelSource &source, const CooperativeWay &way,
+                     const std::vector<float> &x, const std::vector<float> &w, const std::vector<float> &g,
+                     const std::vector<float> &residual, const std::vector<double> &expected,
+                     const Shape &shape) {
+    const uint32_t t = shape.tokens;
+    const int64_t n = shape.n, k = shape.k;
     std::vector<vk::Buffer> buffers =
         linearBuffers(x, packWeights(w, spec.weight), spec.norm && spec.normWeighted ? &g : nullptr,
                       spec.residual ? &residual : nullptr, t * n);
@@ -81,18 +94,20 @@ protected:
       buffers.insert(buffers.end() - 1, upload(std::vector<float>(split.counterBytes / 4, 0.0f), "counters"));
     }
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel", split.partialBytes ? 2 : 1);
+    run(way.spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel",
+        split.partialBytes ? 2 : 1);
     size_t resultIndex = 0;
     while (source.bindings[resultIndex].name != "result") ++resultIndex;
     std::vector<float> result = download(buffers[resultIndex], t * n);
 
     // f32 accumulation in another order: the error grows with K. With f16 inputs the reference rounds them
     // too, but an input within rounding error of a tie may round the other way (one f16 step, 1/1024).
+    const bool halfInputs = spec.variant == MatMulVariant::Coop;
     double tolerance = 1e-5 * double(k) + 1e-4 + (halfInputs ? 4e-3 * std::sqrt(double(k)) : 0.0);
     for (uint32_t row = 0; row < t; ++row)
       for (int64_t col = 0; col < n; ++col)
         ASSERT_NEAR(result[row * n + col], expected[row * n + col], tolerance)
-            << "T=" << t << " N=" << n << " K=" << k << ": token " << row << ", output " << col;
+            << way.name << " T=" << t << " N=" << n << " K=" << k << ": token " << row << ", output " << col;
   }
 };
 
@@ -144,9 +159,9 @@ void compileEveryVariant(codegen::ShaderCompiler &compiler, const std::vector<co
       spec.eps = 1e-5;
       codegen::KernelSource source = codegen::matmulKernel(spec);
       EXPECT_LE(source.sharedMemoryBytes, 48u * 1024) << target;
-      EXPECT_EQ(codegen::workgroupMemoryBytes(compiler.compile(codegen::writeKernel(source), target)),
-                source.sharedMemoryBytes)
-          << target << ", variant " << variant;
+      for (const CooperativeWay &way : compileBothWays(compiler, source, target))
+        EXPECT_EQ(codegen::workgroupMemoryBytes(way.spirv), source.sharedMemoryBytes)
+            << target << ", variant " << variant << ", " << way.name;
     }
 }
 
@@ -294,10 +309,24 @@ protected:
     };
 
     codegen::KernelSource source = codegen::matmulKernel(spec);
-    std::vector<uint32_t> spirv =
-        compiler_.compile(codegen::writeKernel(source), "grouped matmul test kernel");
-    if (!hasCooperativeMatrix())
-      GTEST_SKIP() << ctx_->info().name << " has no VK_NV_cooperative_matrix (compiled and validated only)";
+    const std::vector<CooperativeWay> ways = compileCooperative(source, "grouped matmul test kernel");
+    if (ways.empty())
+      GTEST_SKIP() << ctx_->info().name << " runs no cooperative matrices (compiled and validated only)";
+    for (const CooperativeWay &way : ways) {
+      SCOPED_TRACE(way.name);
+      runGrouped(spec, source, way.spirv, t, x, g, w, bias, rows, biased, product);
+      if (HasFatalFailure()) return;
+    }
+  }
+
+  template <typename Product>
+  void runGrouped(const MatMulSpec &spec, const codegen::KernelSource &source,
+                  const std::vector<uint32_t> &spirv, uint32_t t, const std::vector<float> &x,
+                  const std::vector<float> &g, const std::vector<std::vector<float>> &w,
+                  const std::vector<std::vector<float>> &bias, const std::vector<int64_t> &rows,
+                  const std::vector<bool> &biased, Product product) {
+    const bool gateUp = spec.mode == MatMulMode::GateUp;
+    const int64_t k = spec.k;
     std::vector<vk::Buffer> buffers;
     buffers.push_back(upload(x, "x"));
     for (size_t p = 0; p < rows.size(); ++p) {
@@ -396,8 +425,8 @@ TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
         source.defines.erase(std::remove_if(source.defines.begin(), source.defines.end(), same),
                              source.defines.end());
         source.defines.emplace_back(define, "1");
-        EXPECT_FALSE(compiler.compile(codegen::writeKernel(source), define).empty())
-            << target << " " << define;
+        for (const CooperativeWay &way : compileBothWays(compiler, source, define))
+          EXPECT_FALSE(way.spirv.empty()) << target << " " << define << " " << way.name;
       }
 }
 

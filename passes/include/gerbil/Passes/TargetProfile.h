@@ -1,7 +1,8 @@
 // Target profiles: which kernels the compiler writes for a kind of device, and what the plan then requires
 // of it. `generic` runs on every Vulkan 1.2 device (lavapipe included); `nvidia` runs the prefill matmuls on
-// tensor cores through VK_NV_cooperative_matrix. Plain C++: the driver picks a profile for `--target auto`
-// from a device query without MLIR.
+// tensor cores through VK_NV_cooperative_matrix; `khr` the same kernels through VK_KHR_cooperative_matrix,
+// for any device that multiplies 16 × 16 × 16 f16 fragments into f32 in subgroups of 32. Plain C++: the
+// driver picks a profile for `--target auto` from a device query without MLIR.
 #pragma once
 
 #include <cstdint>
@@ -25,10 +26,19 @@ struct CoopMatMulTiling {
   int64_t workgroup() const { return warpsT * warpsN * 32; }
 };
 
+// The Vulkan extension a cooperative-matrix profile's kernels use. The kernels are written against
+// GL_NV_cooperative_matrix (Debian 12's glslang has no GL_KHR_cooperative_matrix); for KHR their SPIR-V is
+// retargeted after compiling (compiler/codegen/CooperativeMatrixKHR.h).
+enum class CooperativeMatrixApi { NV, KHR };
+
+// The fragments the cooperative-matrix kernels multiply, as the runtime names a device's shapes
+// (vk::DeviceInfo::cooperativeMatrixKHRShapes): a plan of the khr profile requires it.
+inline constexpr const char *kCooperativeMatrixShape = "16x16x16 f16*f16+f32->f32";
+
 struct TargetProfile {
   std::string name;
   std::string description;
-  bool cooperativeMatrix = false; // prefill matmuls on GL_NV_cooperative_matrix (f16 × f16 → f32)
+  bool cooperativeMatrix = false; // prefill matmuls on cooperative matrices (f16 × f16 → f32)
   uint32_t subgroupSize = 0;      // the subgroup size the kernels assume; 0: any
   CoopMatMulTiling coopTiling{};
   std::vector<std::string> deviceExtensions; // Vulkan extensions the plan's kernels need
@@ -43,6 +53,7 @@ struct TargetProfile {
   // models of at least decodePrefetchMinModelBytes of weights (the pages).
   int64_t decodePrefetchMaxLaunchBytes = 0;
   int64_t decodePrefetchMinModelBytes = 0;
+  CooperativeMatrixApi cooperativeMatrixApi = CooperativeMatrixApi::NV;
 };
 
 // Prefill matmuls with N >= 2048 outputs (a grouped projection's rows counted together) or rows of K >=
@@ -158,6 +169,21 @@ inline const std::vector<TargetProfile> &targetProfiles() {
        kNvidiaDecodePrefetchPageBytes,
        kNvidiaDecodePrefetchMaxLaunchBytes,
        kNvidiaDecodePrefetchMinModelBytes},
+      // The nvidia profile's kernels and tilings (tuned on the H200), without its decode prefetch, which
+      // was measured there only.
+      {"khr",
+       "any device with VK_KHR_cooperative_matrix multiplying 16x16x16 f16 fragments into f32, subgroup size "
+       "32: prefill matmuls on its matrix units",
+       true,
+       32,
+       {64, 64, 64, 2, 2, 1},
+       {"VK_KHR_cooperative_matrix"},
+       false,
+       0,
+       0,
+       0,
+       0,
+       CooperativeMatrixApi::KHR},
   };
   return profiles;
 }
