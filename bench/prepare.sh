@@ -8,6 +8,7 @@
 # compiled with these arguments added, as MODEL+NAME.plan and FIXTURE+NAME.f16.plan: device.sh benchmarks
 # them beside the default plans on the same weights, and check_fixtures.py checks them against the
 # references. E.g. PLAN_VARIANTS="kv16:--kv-dtype f16;early:--kernel-define attention_decode:ATTENTION_EARLY_VALUES=1"
+# A variant that names its own --target (e.g. "khr:--target khr") is compiled without GERBILC_FLAGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -23,6 +24,10 @@ git rev-parse --short HEAD > $D/commit
 # 2026-12-05 measured generic plans by leaving it out).
 GERBILC_FLAGS=${GERBILC_FLAGS---target nvidia}
 echo "$GERBILC_FLAGS" > $D/gerbilc-flags  # bench/report.py names them in BENCHMARKS.md
+# The flags a variant's plans get before its own: none where it names its target (gerbilc takes one).
+flagsFor() {
+  case " $1" in *" --target"*) ;; *) echo "$GERBILC_FLAGS" ;; esac
+}
 cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights,gerbil-kernel-bench,test-kernels} $D/bin/
 # The runtime's shared libraries beyond glibc and libstdc++ (the GPU machine has no Debian packages of them).
 mkdir -p $D/lib
@@ -35,7 +40,7 @@ for fixture in test/fixtures/models/*/; do
   for variant in "${planVariants[@]}"; do
     # shellcheck disable=SC2086
     "$build"/bin/gerbilc "$fixture/config.json" -o "$D/plans/$name+${variant%%:*}.f16.plan" --dtype f16 \
-      ${GERBILC_FLAGS} ${variant#*:}
+      $(flagsFor "${variant#*:}") ${variant#*:}
   done
 done
 for model in qwen2.5-0.5b llama-3.2-1b llama-3-8b; do
@@ -44,7 +49,7 @@ for model in qwen2.5-0.5b llama-3.2-1b llama-3-8b; do
   for variant in "${planVariants[@]}"; do
     # shellcheck disable=SC2086
     "$build"/bin/gerbilc test/fixtures/configs/$model.json -o "$D/plans/$model+${variant%%:*}.plan" --dtype f16 \
-      --max-seq 1024 --prefill-chunk 512 ${GERBILC_FLAGS} ${variant#*:}
+      --max-seq 1024 --prefill-chunk 512 $(flagsFor "${variant#*:}") ${variant#*:}
   done
 done
 if [ -z "$(ls $D/gl/*.deb 2>/dev/null)" ]; then

@@ -135,15 +135,11 @@ public:
   }
 
 private:
-  // A value's operand that a use class reaches: a value id, or one of the three fixed uses.
+  // What gives a value its use: another value (whose class it joins), or a fixed use (a multiply-add's
+  // operand).
   struct Node {
     bool fixed;
     uint32_t id; // the value, or the Use
-  };
-  // A constant (or undef) holding matrices, used where `user` says: it gets a copy per use.
-  struct ConstantUse {
-    size_t instruction, operand;
-    Node user;
   };
 
   const std::vector<uint32_t> &module_;
@@ -155,7 +151,8 @@ private:
   std::set<uint32_t> holding_;     // types that are or hold (arrays, structs, pointers, functions) matrices
   std::unordered_map<uint32_t, uint32_t> parent_;
   std::vector<std::pair<Node, std::pair<Use, const Instruction *>>> constraints_;
-  std::map<std::pair<size_t, size_t>, Node> constantUses_; // (instruction, operand) -> who uses it
+  // Constants (and undefs) that hold matrices get a copy per use: (instruction, operand) -> who uses it.
+  std::map<std::pair<size_t, size_t>, Node> constantUses_;
   std::unordered_map<uint32_t, Use> useOfRoot_;
   std::map<std::pair<uint32_t, Use>, uint32_t> specialised_; // (type or constant, use) -> id in the output
   std::map<uint32_t, std::vector<Use>> usesOf_;              // type or constant -> its uses, in order

@@ -2,6 +2,7 @@
 
 #include "compiler/codegen/PlanBuilder.h"
 #include "compiler/codegen/ShaderCompiler.h"
+#include "compiler/driver/TargetChoice.h"
 #include "compiler/frontend/Frontend.h"
 #include "compiler/generator/Generator.h"
 #include "gerbil/Dialect/GerbilDialect.h"
@@ -46,24 +47,6 @@ void printModule(mlir::ModuleOp module, const std::string &path, std::ostream &o
 }
 
 } // namespace
-
-std::string chooseTarget(const vk::DeviceInfo &device) {
-  for (const auto &profile : mlir::gerbil::targetProfiles()) {
-    if (profile.name == "generic") continue;
-    bool hasExtensions = std::all_of(profile.deviceExtensions.begin(), profile.deviceExtensions.end(),
-                                     [&](const std::string &e) { return device.hasExtension(e); });
-    bool subgroupFits = profile.subgroupSize == 0 || profile.subgroupSize == device.subgroupSize;
-    // A KHR device lists the fragment shapes it multiplies; the kernels need theirs.
-    bool shapeFits =
-        profile.cooperativeMatrixApi != mlir::gerbil::CooperativeMatrixApi::KHR ||
-        std::find(device.cooperativeMatrixKHRShapes.begin(), device.cooperativeMatrixKHRShapes.end(),
-                  mlir::gerbil::kCooperativeMatrixShape) != device.cooperativeMatrixKHRShapes.end();
-    if (hasExtensions && subgroupFits && shapeFits &&
-        (!profile.cooperativeMatrix || (device.shaderFloat16 && device.vulkanMemoryModel)))
-      return profile.name;
-  }
-  return "generic";
-}
 
 std::string autoTarget(std::ostream &err) {
   std::vector<vk::DeviceInfo> devices;

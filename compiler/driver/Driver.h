@@ -55,10 +55,8 @@ enum ExitCode : int { kExitOk = 0, kExitUsage = 2, kExitBadInput = 3, kExitInter
 int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err,
                  CompileSummary *summary);
 
-// The target profile `--target auto` picks for a device: the first named profile whose extensions, subgroup
-// size, f16 arithmetic and (for cooperative matrices) Vulkan memory model the device has, else generic.
-std::string chooseTarget(const vk::DeviceInfo &device);
-// chooseTarget of the device gerbil-exec would pick, with a note on `err`; generic without any device.
+// chooseTarget (TargetChoice.h) of the device gerbil-exec would pick, with a note on `err`; generic without
+// any device.
 std::string autoTarget(std::ostream &err);
 
 // Prints the architecture registry.

@@ -33,8 +33,7 @@ struct FuseEmbeddingPass : mlir::gerbil::impl::GerbilFuseEmbeddingBase<FuseEmbed
     if (table && table.isF32()) return true;
     for (Operation &op : group.getBody().front())
       if (isa<MatMulOp, LinearOp>(op)) {
-        Type weights = weightDeviceType(op.getOperand(1), group);
-        return table && table.isF16() && weights && (weights.isF16() || weights.isBF16());
+        return table && table.isF16() && isHalfType(weightDeviceType(op.getOperand(1), group));
       }
     return false;
   }

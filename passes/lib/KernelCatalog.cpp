@@ -9,15 +9,14 @@
 using namespace mlir;
 using namespace mlir::gerbil;
 
+bool mlir::gerbil::isHalfType(Type dtype) {
+  return dtype && (dtype.isF16() || dtype.isBF16());
+}
+
 namespace {
 
 int64_t rowWidth(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getDimSize(1);
-}
-
-// Whether a device element type is a 16-bit float (f16, or bf16 where the layout pass kept it).
-bool isHalfType(Type dtype) {
-  return dtype && (dtype.isF16() || dtype.isBF16());
 }
 
 // Whether a weight is f16 or bf16 on the device (the layout pass has set its device dtype).

@@ -15,6 +15,7 @@ for name in ["VK_DRIVER_FILES", "VK_ICD_FILENAMES", "HOME"]:
     if name in os.environ:
         config.environment[name] = os.environ[name]
 config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%tools_src", os.path.join(config.gerbil_source_dir, "tools")))
 config.substitutions.append(("%tools", config.gerbil_tools_dir))
 config.substitutions.append(("%bench", os.path.join(config.gerbil_source_dir, "bench")))
 config.substitutions.append(("%fixtures", os.path.join(config.gerbil_source_dir, "test", "fixtures")))

@@ -326,7 +326,7 @@ int main(int argc, char **argv) {
   matmul->add_option("--tokens", tokens, "T");
   matmul->add_option("--n", n, "Outputs");
   matmul->add_option("--k", k, "Reduction width");
-  matmul->add_option("--target", target, "generic, or nvidia[:TxNxK:WTxWN[:S[:P]]]");
+  matmul->add_option("--target", target, "generic, or nvidia|khr[:TxNxK:WTxWN[:S[:P]]] (tensor cores)");
   matmul->add_flag("--norm", norm, "RMSNorm prologue");
   matmul->add_flag("--half-input", halfInput,
                    "On a coop target without --norm: x as f16 rows, as a norm launch before (not timed) "
@@ -403,7 +403,7 @@ int main(int argc, char **argv) {
   prefillAttention->add_option("--position", firstPosition,
                                "Position of the first query (cached keys before it)");
   prefillAttention->add_option("--seq", sequence, "KV cache positions");
-  prefillAttention->add_option("--target", target, "generic (tiled f32) or nvidia (tensor cores)");
+  prefillAttention->add_option("--target", target, "generic (tiled f32), nvidia or khr (tensor cores)");
   int64_t keySplits = 0, keyTile = 0;
   bool halfResult = false;
   prefillAttention->add_flag("--half-result", halfResult,

@@ -1,7 +1,7 @@
 // The attention kernels, as codegen specialises them, against a double-precision reference. Prefill: prompts
 // across query and key tiles, after earlier positions in the cache, grouped-query heads, sliding windows and
-// head dims that do not split evenly over the lanes (the tensor-core variant where the device has
-// VK_NV_cooperative_matrix). Decode: one query over one workgroup's warps and over many splits.
+// head dims that do not split evenly over the lanes (the tensor-core variant each way, NV or KHR, that the
+// device has). Decode: one query over one workgroup's warps and over many splits.
 #include "compiler/codegen/AttentionKernel.h"
 #include "gerbil/Passes/KernelShapes.h"
 #include "test/unit/kernels/KernelTestBase.h"
@@ -53,7 +53,7 @@ struct AttentionCase {
 class AttentionKernelTest : public KernelTestBase {
 protected:
   // coop: the tensor-core kernel (f16 queries, keys, values and probabilities): compiled and validated
-  // everywhere, run where the device has VK_NV_cooperative_matrix.
+  // everywhere, run each way (NV, KHR) the device has.
   void check(const AttentionCase &c, bool coop = false) {
     const codegen::AttentionSpec &spec = c.spec;
     const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;

@@ -2,7 +2,8 @@
 // that stress the tiling (T of 1..7 and across tile edges, N and K that are not multiples of the tiles, K
 // that is not a multiple of 8: scalar loads), each weight dtype, with and without the RMSNorm prologue and
 // the residual epilogue. The cooperative-matrix variants (and the grouped q/k/v and gate/up projections) run
-// where the device has VK_NV_cooperative_matrix (the H200) and are compiled and validated everywhere.
+// where the device has VK_NV_cooperative_matrix or VK_KHR_cooperative_matrix (the H200 both: each way it
+// has) and are compiled and validated (and retargeted to KHR) everywhere.
 #include "compiler/codegen/MatMulKernel.h"
 #include "gerbil/Passes/KernelShapes.h"
 #include "gerbil/Passes/TargetProfile.h"
@@ -174,7 +175,7 @@ TEST_F(MatMulKernelTest, CooperativeMatrixSplitOverKMatchesTheReference) {
   if (!hasCooperativeMatrix()) {
     compileEveryVariant(compiler_, targets);
     GTEST_SKIP() << ctx_->info().name
-                 << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and validated only)";
+                 << " runs no cooperative matrices with subgroups of 32 (compiled and validated only)";
   }
   const Shape shapes[] = {{1, 64, 64}, {7, 100, 72}, {130, 200, 256}, {512, 192, 512}};
   for (const char *target : targets)
@@ -209,8 +210,7 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
   if (!hasCooperativeMatrix()) {
     compileEveryVariant(compiler_, targets);
     GTEST_SKIP() << ctx_->info().name
-                 << " has no VK_NV_cooperative_matrix with subgroups of 32 (compiled and "
-                 << "validated only)";
+                 << " runs no cooperative matrices with subgroups of 32 (compiled and validated only)";
   }
   // Every shape with the norm and the residual in f16; every variant and weight type on two shapes (each
   // kernel is compiled by the driver: the whole cross product took over a minute on the H200).
@@ -271,7 +271,7 @@ TEST_F(MatMulKernelTest, NormalizedRowsMatchTheReference) {
 // The grouped projections of prefill on cooperative matrices: gate/up with the activation of the gate times
 // the up projection, and q/k/v into three results, each with and without biases, the norm prologue and bf16
 // weights, over part sizes that end inside a tile. Compiled and validated everywhere, run where the device
-// has VK_NV_cooperative_matrix.
+// has either cooperative-matrix extension.
 class GroupedMatMulKernelTest : public MatMulKernelTest {
 protected:
   void checkGrouped(MatMulSpec spec, uint32_t t) {

@@ -64,6 +64,9 @@ Type deviceElementType(WeightOp weight);
 // The device element type of the weight that `v` is (a weight_ref, or a dispatch body's argument bound to
 // one), looked up from `from`; null where `v` is no weight.
 Type weightDeviceType(Value v, Operation *from);
+// Whether a device element type is a 16-bit float (f16, or bf16 where the layout pass kept it); false for
+// null.
+bool isHalfType(Type dtype);
 
 // std::nullopt for ops that are not computations (weight_ref, func.return). `profile` chooses among the
 // kernel families of a target (the tensor-core matmul of `nvidia`).
