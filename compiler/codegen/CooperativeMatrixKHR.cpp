@@ -26,7 +26,6 @@ enum : uint32_t {
 };
 // A KHR matrix's Use operand, which is also the index of a value's class here.
 enum Use : uint32_t { MatrixA = 0, MatrixB = 1, Accumulator = 2 };
-constexpr uint32_t kUses = 3;
 constexpr uint32_t kRowMajor = 0, kColumnMajor = 1; // MemoryLayout
 
 struct Instruction {

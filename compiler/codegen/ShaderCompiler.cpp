@@ -5,6 +5,7 @@
 
 #include <shaderc/shaderc.h>
 #include <spirv-tools/libspirv.hpp>
+#include <spirv/unified1/spirv.hpp>
 
 #include <cstring>
 #include <map>
@@ -33,20 +34,7 @@ struct ShaderCompiler::Impl {
 };
 
 uint32_t workgroupMemoryBytes(const std::vector<uint32_t> &spirv) {
-  // SPIR-V opcodes and the Workgroup storage class (SPIR-V 1.5 specification, 3.7 and 3.49).
-  enum : uint32_t {
-    OpTypeBool = 20,
-    OpTypeInt = 21,
-    OpTypeFloat = 22,
-    OpTypeVector = 23,
-    OpTypeMatrix = 24,
-    OpTypeArray = 28,
-    OpTypeStruct = 30,
-    OpTypePointer = 32,
-    OpConstant = 43,
-    OpVariable = 59,
-    Workgroup = 4
-  };
+  using namespace spv;
   std::map<uint32_t, uint64_t> typeBytes, constants, pointee;
   auto bytesOf = [&](uint32_t id) { return typeBytes.count(id) ? typeBytes[id] : 0; };
   uint64_t total = 0;
@@ -77,13 +65,13 @@ uint32_t workgroupMemoryBytes(const std::vector<uint32_t> &spirv) {
       break;
     }
     case OpTypePointer:
-      if (w[2] == Workgroup) pointee[w[1]] = bytesOf(w[3]);
+      if (w[2] == StorageClassWorkgroup) pointee[w[1]] = bytesOf(w[3]);
       break;
     case OpConstant:
       if (count >= 4) constants[w[2]] = w[3];
       break;
     case OpVariable:
-      if (count >= 4 && w[3] == Workgroup && pointee.count(w[1])) total += pointee[w[1]];
+      if (count >= 4 && w[3] == StorageClassWorkgroup && pointee.count(w[1])) total += pointee[w[1]];
       break;
     default:
       break;

@@ -25,24 +25,18 @@ using namespace gerbil;
 
 namespace {
 
-// SPIR-V numbers (the SPIR-V specification, SPV_NV_cooperative_matrix and SPV_KHR_cooperative_matrix).
+// SPV_KHR_cooperative_matrix's numbers, which Debian 12's SPIR-V headers do not have (from its
+// specification, spelled here apart from the pass's own).
 enum : uint32_t {
-  OpExtension = 10,
-  OpCapability = 17,
-  OpConstant = 43,
-  OpConstantComposite = 44,
   OpTypeCooperativeMatrixKHR = 4456,
   OpCooperativeMatrixLoadKHR = 4457,
   OpCooperativeMatrixStoreKHR = 4458,
   OpCooperativeMatrixMulAddKHR = 4459,
-  CapabilityCooperativeMatrixNV = 5357,
-  OpTypeCooperativeMatrixNV = 5358,
-  OpCooperativeMatrixLoadNV = 5359,
-  OpCooperativeMatrixStoreNV = 5360,
-  OpCooperativeMatrixMulAddNV = 5361,
-  OpCooperativeMatrixLengthNV = 5362,
   CapabilityCooperativeMatrixKHR = 6022,
 };
+using spv::CapabilityCooperativeMatrixNV, spv::OpCapability, spv::OpConstant, spv::OpConstantComposite,
+    spv::OpCooperativeMatrixLengthNV, spv::OpCooperativeMatrixLoadNV, spv::OpCooperativeMatrixMulAddNV,
+    spv::OpCooperativeMatrixStoreNV, spv::OpExtension, spv::OpTypeCooperativeMatrixNV;
 
 struct Instruction {
   uint32_t opcode;
