@@ -23,8 +23,9 @@ $D/bin/gerbil-exec --device-info > $R/device-info.txt 2>&1
 $D/bin/gerbil-exec --device-info --json > $R/device-info.json 2>&1
 # The matmul kernels against a reference, the cooperative-matrix one included where the device has it.
 # Line-buffered: what ran before a timeout still reaches the log.
-# They compile ~200 kernels in the driver (over 2 minutes): SKIP_TEST_KERNELS=1 leaves them out, and
-# TEST_KERNELS_FILTER takes a GoogleTest filter.
+# They compile ~200 kernels in the driver (over 2 minutes; the tensor-core ones run each way the device
+# has, NV and KHR, since 5cf3647: more on the H200): SKIP_TEST_KERNELS=1 leaves them out, TEST_KERNELS_FILTER
+# takes a GoogleTest filter and TEST_KERNELS_TIMEOUT the seconds (default 240).
 if [ -x $D/bin/test-kernels ] && [ -z "${SKIP_TEST_KERNELS:-}" ]; then
   timeout ${TEST_KERNELS_TIMEOUT:-240} stdbuf -oL $D/bin/test-kernels --gtest_filter="${TEST_KERNELS_FILTER:-*}" \
     > $R/test-kernels.txt 2>&1

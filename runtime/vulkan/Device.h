@@ -74,7 +74,8 @@ struct ContextOptions {
   bool validation = false;   // VK_LAYER_KHRONOS_validation (also turned on by GERBIL_VK_VALIDATION=1)
   bool enableFloat16 = true; // enable shaderFloat16 / 16-bit storage when the device has them
   // Device extensions to enable where the device has them (with their features: cooperativeMatrix of
-  // VK_NV_cooperative_matrix); a plan's Requirements name them, and checking them is the caller's part.
+  // VK_NV_cooperative_matrix and of VK_KHR_cooperative_matrix); a plan's Requirements name them, and
+  // checking them is the caller's part.
   std::vector<std::string> extensions;
   // Tests: copy through the staging buffer even where device memory is mapped (as it must be on a discrete
   // GPU), and the size of one staging copy, so that a small test crosses chunk boundaries.
