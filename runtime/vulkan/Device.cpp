@@ -328,6 +328,7 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   DeviceInfo info;
   info.index = index;
   info.name = base.deviceName;
+  info.vendorId = base.vendorID;
   info.type = deviceTypeName(base.deviceType);
   info.apiVersion = base.apiVersion;
   info.maxStorageBufferRange = base.limits.maxStorageBufferRange;

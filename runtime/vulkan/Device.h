@@ -35,6 +35,7 @@ public:
 struct DeviceInfo {
   uint32_t index = 0;
   std::string name;
+  uint32_t vendorId = 0; // PCI vendor (0x10de: NVIDIA)
   std::string type; // discrete, integrated, virtual, cpu, other
   std::string driver;
   uint32_t apiVersion = 0;

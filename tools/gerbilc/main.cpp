@@ -35,9 +35,9 @@ int main(int argc, char **argv) {
   app.add_option(
       "--target", options.target,
       "Kernel target profile: generic (every Vulkan device), nvidia (tensor cores through "
-      "VK_NV_cooperative_matrix, subgroup size 32; nvidia:TxNxK:WTxWN sets its matmul tiling), khr (the same "
-      "kernels through VK_KHR_cooperative_matrix, for any device with 16x16x16 f16 fragments and subgroups "
-      "of "
+      "VK_KHR_cooperative_matrix, subgroup size 32, decode tuned on the H200; nvidia:TxNxK:WTxWN sets its "
+      "matmul tiling), nvidia-nv (the same through VK_NV_cooperative_matrix, for drivers without the KHR "
+      "extension), khr (the tensor-core kernels for any device with 16x16x16 f16 fragments and subgroups of "
       "32; khr:TxNxK:WTxWN) or auto (the profile of the local GPU)");
   bool noSubgroupOps = false;
   app.add_flag(

@@ -1,7 +1,7 @@
 // Target profiles: which kernels the compiler writes for a kind of device, and what the plan then requires
 // of it. `generic` runs on every Vulkan 1.2 device (lavapipe included); `nvidia` runs the prefill matmuls on
-// tensor cores through VK_NV_cooperative_matrix; `khr` the same kernels through VK_KHR_cooperative_matrix,
-// for any device that multiplies 16 × 16 × 16 f16 fragments into f32 in subgroups of 32. Plain C++: the
+// tensor cores through VK_KHR_cooperative_matrix, with decode tuned on the H200; `khr` the same kernels for
+// any device that multiplies 16 × 16 × 16 f16 fragments into f32 in subgroups of 32. Plain C++: the
 // driver picks a profile for `--target auto` from a device query without MLIR.
 #pragma once
 
@@ -54,7 +54,11 @@ struct TargetProfile {
   int64_t decodePrefetchMaxLaunchBytes = 0;
   int64_t decodePrefetchMinModelBytes = 0;
   CooperativeMatrixApi cooperativeMatrixApi = CooperativeMatrixApi::NV;
+  uint32_t vendorId = 0; // the PCI vendor it is tuned for, which `--target auto` asks of a device; 0: any
 };
+
+// NVIDIA's PCI vendor id.
+inline constexpr uint32_t kNvidiaVendorId = 0x10de;
 
 // Prefill matmuls with N >= 2048 outputs (a grouped projection's rows counted together) or rows of K >=
 // 4096 get 128 × 128 tiles on 2 × 4 subgroups of 64 × 32, stepping K by 64 in one staging buffer (36 KiB;
@@ -157,9 +161,28 @@ inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = {
       {"generic", "any Vulkan 1.2 device: tiled f32 matmuls, no subgroup size assumed", false, 0, {}, {}},
       // Hopper: 16×16×16 f16 fragments, 4 subgroups of 32 per workgroup, each 32 × 32 outputs, K in steps
-      // of 64 through one staging buffer (18 KiB of the 48 KiB of shared memory).
+      // of 64 through one staging buffer (18 KiB of the 48 KiB of shared memory). Through the KHR
+      // extension: the same kernels prefilled 12-21% faster than through VK_NV_cooperative_matrix on the
+      // H200 (BENCHMARKS.md, 57da83f: Llama-3-8B 43.2 -> 37.3 ms; sweep bj).
       {"nvidia",
-       "NVIDIA (Turing and later): prefill matmuls on tensor cores, subgroup size 32",
+       "NVIDIA (Turing and later, drivers with VK_KHR_cooperative_matrix): prefill matmuls on tensor cores, "
+       "subgroup size 32",
+       true,
+       32,
+       {64, 64, 64, 2, 2, 1},
+       {"VK_KHR_cooperative_matrix"},
+       false,
+       kNvidiaDecodePrefetchBytes,
+       kNvidiaDecodePrefetchPageBytes,
+       kNvidiaDecodePrefetchMaxLaunchBytes,
+       kNvidiaDecodePrefetchMinModelBytes,
+       CooperativeMatrixApi::KHR,
+       kNvidiaVendorId},
+      // The nvidia profile's kernels through VK_NV_cooperative_matrix as written (before 57da83f's
+      // measurement, the default), for NVIDIA drivers without the KHR extension.
+      {"nvidia-nv",
+       "NVIDIA drivers without VK_KHR_cooperative_matrix: the nvidia kernels through "
+       "VK_NV_cooperative_matrix",
        true,
        32,
        {64, 64, 64, 2, 2, 1},
@@ -168,7 +191,9 @@ inline const std::vector<TargetProfile> &targetProfiles() {
        kNvidiaDecodePrefetchBytes,
        kNvidiaDecodePrefetchPageBytes,
        kNvidiaDecodePrefetchMaxLaunchBytes,
-       kNvidiaDecodePrefetchMinModelBytes},
+       kNvidiaDecodePrefetchMinModelBytes,
+       CooperativeMatrixApi::NV,
+       kNvidiaVendorId},
       // The nvidia profile's kernels and tilings (tuned on the H200), without its decode prefetch, which
       // was measured there only.
       {"khr",
