@@ -329,9 +329,9 @@ private:
       if (holds(type) && !isMatrixConstant(value)) need(type, useOf({false, value}));
     for (const auto &[place, user] : constantUses_)
       need(instructions_[place.first].operands[place.second], useOf(user));
-    // Types: every holding type's operand types need the same uses.
     for (const auto &[id, definition] : definition_)
       if (isMatrixConstant(id) && !usesOf_.count(id)) need(id, Accumulator); // never used
+    // Types, outermost first: every holding type's operand types need the same uses.
     for (auto it = instructions_.rbegin(); it != instructions_.rend(); ++it) {
       const std::vector<size_t> operands = typeOperands(*it);
       if (operands.empty() || !holds(it->operands[0])) continue;
