@@ -137,6 +137,16 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   }
   if (spec.norm && spec.normWeight != plan::DType::F32 && spec.variant == MatMulVariant::Coop)
     throw CodegenError("the cooperative-matrix matmul reads its norm weight as f32 vectors");
+  if (spec.workgroupScope) {
+    const gd::CoopMatMulTiling &t = spec.coopTiling;
+    if (spec.variant != MatMulVariant::Coop || spec.mode != MatMulMode::Single || spec.norm ||
+        !spec.halfInput || split != 1 || spec.n % t.tileN != 0 || spec.k % t.tileK != 0)
+      throw CodegenError(
+          "a workgroup-scope matmul is a plain projection of f16 rows, unsplit, in whole tiles");
+    k.templateFile = "matmul_coop_workgroup.glsl";
+    k.deviceExtensions.push_back("VK_NV_cooperative_matrix2");
+    k.sharedMemoryBytes = 0; // the driver's staging, from what the device reserves for it
+  }
   return k;
 }
 

@@ -37,6 +37,10 @@ struct MatMulSpec {
   int64_t nK = 0, nV = 0;
   bool biasA = false, biasB = false, biasC = false; // gate, up / q, k, v
   bool gelu = false, geluTanh = false;              // GateUp: the activation (else SiLU)
+  // Coop, Single, halfInput, no norm or split: each workgroup multiplies one whole tile as workgroup-scope
+  // matrices (VK_NV_cooperative_matrix2, matmul_coop_workgroup.glsl), for tokens a multiple of tileT, n of
+  // tileN and k of tileK. Experimental: run by gerbil-kernel-bench --workgroup-scope and the kernel tests.
+  bool workgroupScope = false;
 };
 
 // Bindings in this order (then the state buffer, as for every kernel):

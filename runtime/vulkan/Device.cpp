@@ -307,6 +307,67 @@ std::vector<std::string> cooperativeMatrixKHRShapes(VkInstance instance, VkPhysi
   return shapes;
 }
 
+// VK_NV_cooperative_matrix2 is newer than Debian 12's Vulkan headers too: its feature, property and
+// flexible-dimension structs as the specification defines them.
+struct CooperativeMatrix2FeaturesNV {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 workgroupScope, flexibleDimensions, reductions, conversions, perElementOperations,
+      tensorAddressing, blockLoads;
+};
+constexpr auto kCooperativeMatrix2FeaturesNV = static_cast<VkStructureType>(1000593000);
+struct CooperativeMatrixFlexibleDimensionsNV {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t MGranularity, NGranularity, KGranularity;
+  VkComponentTypeNV AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  VkScopeNV scope;
+  uint32_t workgroupInvocations;
+};
+constexpr auto kCooperativeMatrixFlexibleDimensionsNV = static_cast<VkStructureType>(1000593001);
+struct CooperativeMatrix2PropertiesNV {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t workgroupScopeMaxWorkgroupSize, flexibleDimensionsMaxDimension, workgroupScopeReservedSharedMemory;
+};
+constexpr auto kCooperativeMatrix2PropertiesNV = static_cast<VkStructureType>(1000593002);
+using QueryFlexibleDimensionsNV = VkResult(VKAPI_PTR *)(VkPhysicalDevice, uint32_t *,
+                                                        CooperativeMatrixFlexibleDimensionsNV *);
+
+// The workgroup-scope shapes of VK_NV_cooperative_matrix2 where the device has both features they need.
+void describeWorkgroupMatrices(VkInstance instance, VkPhysicalDevice device, DeviceInfo &info) {
+  CooperativeMatrix2FeaturesNV features{};
+  features.sType = kCooperativeMatrix2FeaturesNV;
+  VkPhysicalDeviceFeatures2 query{};
+  query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  query.pNext = &features;
+  vkGetPhysicalDeviceFeatures2(device, &query);
+  if (!features.workgroupScope || !features.flexibleDimensions) return;
+  CooperativeMatrix2PropertiesNV limits{};
+  limits.sType = kCooperativeMatrix2PropertiesNV;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &limits;
+  vkGetPhysicalDeviceProperties2(device, &properties);
+  info.cooperativeMatrixWorkgroupMaxInvocations = limits.workgroupScopeMaxWorkgroupSize;
+  info.cooperativeMatrixFlexibleMaxDimension = limits.flexibleDimensionsMaxDimension;
+  info.cooperativeMatrixWorkgroupSharedBytes = limits.workgroupScopeReservedSharedMemory;
+  auto shapesQuery = reinterpret_cast<QueryFlexibleDimensionsNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+  uint32_t count = 0;
+  if (!shapesQuery || shapesQuery(device, &count, nullptr) != VK_SUCCESS) return;
+  std::vector<CooperativeMatrixFlexibleDimensionsNV> shapes(count);
+  for (auto &p : shapes) p.sType = kCooperativeMatrixFlexibleDimensionsNV;
+  if (shapesQuery(device, &count, shapes.data()) < 0) return;
+  shapes.resize(count);
+  for (const auto &p : shapes)
+    if (p.scope == VK_SCOPE_WORKGROUP_NV)
+      info.cooperativeMatrixWorkgroupShapes.push_back(
+          shapeName(p.MGranularity, p.NGranularity, p.KGranularity, p.AType, p.BType, p.CType, p.ResultType) +
+          " @" + std::to_string(p.workgroupInvocations));
+}
+
 const char *deviceTypeName(VkPhysicalDeviceType type) {
   switch (type) {
   case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
@@ -342,6 +403,8 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   if (info.hasExtension(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
     info.cooperativeMatrixNVShapes = cooperativeMatrixNVShapes(instance, device);
   if (info.cooperativeMatrix) info.cooperativeMatrixKHRShapes = cooperativeMatrixKHRShapes(instance, device);
+  if (info.cooperativeMatrix && info.hasExtension("VK_NV_cooperative_matrix2"))
+    describeWorkgroupMatrices(instance, device, info);
 
   VkPhysicalDeviceMemoryProperties memory{};
   vkGetPhysicalDeviceMemoryProperties(device, &memory);
@@ -819,6 +882,16 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     cooperativeMatrixKHR.cooperativeMatrix = VK_TRUE;
     cooperativeMatrixKHR.pNext = enabled.pNext;
     enabled.pNext = &cooperativeMatrixKHR;
+  }
+  // VK_NV_cooperative_matrix2: workgroup-scope matrices of flexible dimensions, the two features of it that
+  // kernels use.
+  CooperativeMatrix2FeaturesNV cooperativeMatrix2{};
+  cooperativeMatrix2.sType = kCooperativeMatrix2FeaturesNV;
+  if (enabling("VK_NV_cooperative_matrix2") && enabling("VK_KHR_cooperative_matrix")) {
+    cooperativeMatrix2.workgroupScope = !info_.cooperativeMatrixWorkgroupShapes.empty();
+    cooperativeMatrix2.flexibleDimensions = cooperativeMatrix2.workgroupScope;
+    cooperativeMatrix2.pNext = enabled.pNext;
+    enabled.pNext = &cooperativeMatrix2;
   }
   // VK_EXT_shader_atomic_float: float atomicAdd on storage buffers (split reductions that accumulate into
   // their result), the only feature of it that kernels use.

@@ -54,6 +54,13 @@ struct DeviceInfo {
   // ("16x16x16 f16*f16+f32->f32"), subgroup scope only.
   std::vector<std::string> cooperativeMatrixNVShapes;
   std::vector<std::string> cooperativeMatrixKHRShapes; // the same for VK_KHR_cooperative_matrix
+  // VK_NV_cooperative_matrix2's workgroup-scope matrices (cooperativeMatrixWorkgroupScope and
+  // cooperativeMatrixFlexibleDimensions both): the granularities of their flexible dimensions and the
+  // workgroup size they need, "MxNxK A*B+C->D @N" (M, N, K the granularities, N after @ the invocations).
+  std::vector<std::string> cooperativeMatrixWorkgroupShapes;
+  uint32_t cooperativeMatrixWorkgroupMaxInvocations = 0; // cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
+  uint32_t cooperativeMatrixFlexibleMaxDimension = 0;    // cooperativeMatrixFlexibleDimensionsMaxDimension
+  uint32_t cooperativeMatrixWorkgroupSharedBytes = 0;    // ...WorkgroupScopeReservedSharedMemory
   uint32_t maxSubgroupSize = 0;        // the largest (Vulkan 1.3 subgroup size control; else subgroupSize)
   std::vector<std::string> extensions; // every device extension, sorted
   bool hasExtension(const std::string &name) const;

@@ -92,28 +92,40 @@ int deviceInfo(int device, bool json) {
         std::printf("  VK_NV_cooperative_matrix shape  %s\n", shape.c_str());
       for (const std::string &shape : d.cooperativeMatrixKHRShapes)
         std::printf("  VK_KHR_cooperative_matrix shape %s\n", shape.c_str());
+      if (!d.cooperativeMatrixWorkgroupShapes.empty())
+        std::printf("  workgroup-scope matrices       up to %u invocations, dimensions up to %u, %u bytes of "
+                    "shared memory reserved\n",
+                    d.cooperativeMatrixWorkgroupMaxInvocations, d.cooperativeMatrixFlexibleMaxDimension,
+                    d.cooperativeMatrixWorkgroupSharedBytes);
+      for (const std::string &shape : d.cooperativeMatrixWorkgroupShapes)
+        std::printf("  VK_NV_cooperative_matrix2 workgroup granularity %s\n", shape.c_str());
       std::printf("  %zu device extensions in all (--json lists them)\n", d.extensions.size());
     }
-    list.push_back({{"index", d.index},
-                    {"name", d.name},
-                    {"type", d.type},
-                    {"driver", d.driver},
-                    {"api_version", api},
-                    {"device_local_bytes", d.deviceLocalBytes},
-                    {"subgroup_size", d.subgroupSize},
-                    {"min_subgroup_size", d.minSubgroupSize},
-                    {"max_subgroup_size", d.maxSubgroupSize},
-                    {"max_shared_memory_bytes", d.maxSharedMemoryBytes},
-                    {"max_storage_buffer_range", d.maxStorageBufferRange},
-                    {"shader_float16", d.shaderFloat16},
-                    {"storage_buffer_16bit_access", d.storageBuffer16BitAccess},
-                    {"vulkan_memory_model", d.vulkanMemoryModel},
-                    {"buffer_device_address", d.bufferDeviceAddress},
-                    {"max_push_constants_bytes", d.maxPushConstantsBytes},
-                    {"timestamps", d.timestamps},
-                    {"cooperative_matrix_nv_shapes", d.cooperativeMatrixNVShapes},
-                    {"cooperative_matrix_khr_shapes", d.cooperativeMatrixKHRShapes},
-                    {"extensions", d.extensions}});
+    list.push_back(
+        {{"index", d.index},
+         {"name", d.name},
+         {"type", d.type},
+         {"driver", d.driver},
+         {"api_version", api},
+         {"device_local_bytes", d.deviceLocalBytes},
+         {"subgroup_size", d.subgroupSize},
+         {"min_subgroup_size", d.minSubgroupSize},
+         {"max_subgroup_size", d.maxSubgroupSize},
+         {"max_shared_memory_bytes", d.maxSharedMemoryBytes},
+         {"max_storage_buffer_range", d.maxStorageBufferRange},
+         {"shader_float16", d.shaderFloat16},
+         {"storage_buffer_16bit_access", d.storageBuffer16BitAccess},
+         {"vulkan_memory_model", d.vulkanMemoryModel},
+         {"buffer_device_address", d.bufferDeviceAddress},
+         {"max_push_constants_bytes", d.maxPushConstantsBytes},
+         {"timestamps", d.timestamps},
+         {"cooperative_matrix_nv_shapes", d.cooperativeMatrixNVShapes},
+         {"cooperative_matrix_khr_shapes", d.cooperativeMatrixKHRShapes},
+         {"cooperative_matrix_workgroup_shapes", d.cooperativeMatrixWorkgroupShapes},
+         {"cooperative_matrix_workgroup_max_invocations", d.cooperativeMatrixWorkgroupMaxInvocations},
+         {"cooperative_matrix_flexible_max_dimension", d.cooperativeMatrixFlexibleMaxDimension},
+         {"cooperative_matrix_workgroup_reserved_shared_bytes", d.cooperativeMatrixWorkgroupSharedBytes},
+         {"extensions", d.extensions}});
   }
   if (json) std::cout << list.dump() << "\n";
   return kOk;

@@ -118,7 +118,7 @@ public:
     vk::ContextOptions context;
     context.deviceIndex = options.device;
     context.extensions = {"VK_NV_cooperative_matrix", "VK_KHR_cooperative_matrix",
-                          "VK_EXT_shader_atomic_float"};
+                          "VK_NV_cooperative_matrix2", "VK_EXT_shader_atomic_float"};
     context.pipelineStatistics = options.statistics;
     context.bufferDeviceAddress = options.bufferDeviceAddress || options.bufferAddresses;
     ctx_ = std::make_unique<vk::Context>(context);
@@ -320,7 +320,7 @@ int main(int argc, char **argv) {
 
   int64_t tokens = 512, n = 4096, k = 4096;
   std::string target = "nvidia";
-  bool norm = false, residual = false, halfInput = false, gateUpMatMul = false;
+  bool norm = false, residual = false, halfInput = false, gateUpMatMul = false, workgroupScope = false;
   CLI::App *matmul =
       app.add_subcommand("matmul", "Prefill matmul (tiled, or cooperative-matrix for a coop target)");
   matmul->add_option("--tokens", tokens, "T");
@@ -335,6 +335,10 @@ int main(int argc, char **argv) {
                    "On a coop target: the grouped gate/up projection, n outputs of silu(gate) * up from 2n "
                    "weight rows, tiled as the catalog tiles it");
   matmul->add_flag("--residual", residual, "Residual epilogue");
+  matmul->add_flag(
+      "--workgroup-scope", workgroupScope,
+      "Experimental: workgroup-scope matrices of a whole tile (VK_NV_cooperative_matrix2), loaded "
+      "from memory as they are (matmul_coop_workgroup.glsl)");
   int64_t qkvKvRows = 0;
   matmul
       ->add_option("--qkv", qkvKvRows,
@@ -493,6 +497,14 @@ int main(int argc, char **argv) {
         spec.nK = spec.nV = qkvKvRows;
         spec.coopTiling = mlir::gerbil::groupPrefillTiling(profile, false, k, n, qkvKvRows, qkvKvRows);
       }
+      if (workgroupScope) {
+        if (profile.cooperativeMatrixApi != mlir::gerbil::CooperativeMatrixApi::KHR ||
+            tokens % spec.coopTiling.tileT != 0)
+          throw CLI::ValidationError("--workgroup-scope", "needs a khr or nvidia target and whole tiles");
+        if (bench.info().cooperativeMatrixWorkgroupShapes.empty())
+          throw std::runtime_error(bench.info().name + " has no workgroup-scope cooperative matrices");
+        spec.workgroupScope = true;
+      }
       codegen::KernelSource source = codegen::matmulKernel(spec);
       if (profile.cooperativeMatrixApi == mlir::gerbil::CooperativeMatrixApi::KHR)
         codegen::useKhrCooperativeMatrix(source);
@@ -535,6 +547,7 @@ int main(int argc, char **argv) {
                   {"gate_up", gateUpMatMul},
                   {"qkv_kv_rows", qkvKvRows},
                   {"half_input", halfInput},
+                  {"workgroup_scope", workgroupScope},
                   {"ms", ms},
                   {"tflops", 2.0 * tokens * (gateUpMatMul ? 2 * n : n + 2 * qkvKvRows) * k / (ms * 1e9)}});
     } else if (gemv->parsed()) {

@@ -205,6 +205,41 @@ TEST_F(CooperativeMatrixKHRTest, EveryTensorCoreMatMulRetargets) {
     }
 }
 
+// matmul_coop_workgroup.glsl: workgroup-scope matrices of whole tiles (VK_NV_cooperative_matrix2) keep their
+// scope through the retargeting, which is all that KHR SPIR-V needs of them.
+TEST_F(CooperativeMatrixKHRTest, WorkgroupScopeMatMulRetargets) {
+  for (bool residual : {false, true}) {
+    codegen::MatMulSpec spec;
+    spec.variant = codegen::MatMulVariant::Coop;
+    spec.coopTiling = mlir::gerbil::parseTarget("khr:128x128x32:2x2")->coopTiling;
+    spec.weight = plan::DType::F16;
+    spec.k = 512, spec.n = 256;
+    spec.halfInput = true;
+    spec.residual = residual;
+    spec.workgroupScope = true;
+    codegen::KernelSource source = codegen::matmulKernel(spec);
+    const std::vector<uint32_t> nv = compiler_.compile(source, "workgroup-scope matmul");
+    codegen::useKhrCooperativeMatrix(source);
+    EXPECT_EQ(source.deviceExtensions,
+              (std::vector<std::string>{"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2"}));
+    const std::vector<uint32_t> khr = compiler_.compile(source, "workgroup-scope matmul");
+    expectRetargeted(nv, khr, "workgroup-scope matmul");
+    std::map<uint32_t, uint32_t> constants;
+    size_t matrices = 0;
+    for (const Instruction &inst : instructionsOf(khr)) {
+      if (inst.opcode == OpConstant && inst.operands.size() == 3)
+        constants[inst.operands[1]] = inst.operands[2];
+      if (inst.opcode == OpTypeCooperativeMatrixKHR) {
+        ++matrices;
+        EXPECT_EQ(constants.at(inst.operands.at(2)), 2u) << "scope Workgroup";
+        EXPECT_GE(constants.at(inst.operands.at(3)), 32u) << "a whole tile's rows";
+      }
+    }
+    EXPECT_EQ(matrices, 3u); // A, B and the accumulator (which the residual starts)
+    EXPECT_EQ(codegen::workgroupMemoryBytes(khr), 0u);
+  }
+}
+
 TEST_F(CooperativeMatrixKHRTest, TensorCoreAttentionRetargets) {
   for (int64_t headDim : {64, 128})
     for (bool halfResult : {false, true}) {

@@ -87,7 +87,8 @@ class KernelTestBase : public ::testing::Test {
 protected:
   void SetUp() override {
     vk::ContextOptions options;
-    options.extensions = {"VK_NV_cooperative_matrix", "VK_KHR_cooperative_matrix"};
+    options.extensions = {"VK_NV_cooperative_matrix", "VK_KHR_cooperative_matrix",
+                          "VK_NV_cooperative_matrix2"};
     try {
       ctx_ = std::make_unique<vk::Context>(options);
     } catch (const vk::NoDeviceError &e) {

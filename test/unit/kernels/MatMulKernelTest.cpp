@@ -61,10 +61,16 @@ protected:
     }
 
     codegen::KernelSource source = codegen::matmulKernel(spec);
-    const std::vector<CooperativeWay> ways =
+    std::vector<CooperativeWay> ways =
         spec.variant == MatMulVariant::Coop
             ? compileCooperative(source, "matmul test kernel")
             : std::vector<CooperativeWay>{{"", compiler_.compile(source, "matmul test kernel")}};
+    // Workgroup-scope matrices run through the KHR extension only, on devices with VK_NV_cooperative_matrix2.
+    if (spec.workgroupScope)
+      std::erase_if(ways, [&](const CooperativeWay &way) {
+        return way.name != "VK_KHR_cooperative_matrix" ||
+               ctx_->info().cooperativeMatrixWorkgroupShapes.empty();
+      });
     if (ways.empty())
       GTEST_SKIP() << ctx_->info().name
                    << " runs no cooperative matrices with subgroups of 32 (compiled and validated only)";
@@ -234,6 +240,28 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
           if (IsSkipped()) return;
           ASSERT_FALSE(HasFatalFailure()) << target;
         }
+}
+
+// matmul_coop_workgroup.glsl (whole tiles of f16 rows, plain projections) on devices with workgroup-scope
+// matrices; compiled both ways elsewhere.
+TEST_F(MatMulKernelTest, WorkgroupScopeMatchesTheReference) {
+  const Shape shapes[] = {{128, 128, 64}, {256, 256, 512}};
+  for (const char *target : {"khr:128x128x32:2x2", "khr:128x128x64:2x4", "khr:128x256x32:2x4"})
+    for (const Shape &shape : shapes)
+      for (bool residual : {false, true}) {
+        MatMulSpec spec;
+        spec.variant = MatMulVariant::Coop;
+        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+        if (shape.n % spec.coopTiling.tileN != 0) continue;
+        spec.weight = plan::DType::F16;
+        spec.halfInput = true;
+        spec.residual = residual;
+        spec.workgroupScope = true;
+        spec.eps = 1e-5;
+        check(spec, shape);
+        if (IsSkipped()) return;
+        ASSERT_FALSE(HasFatalFailure()) << target;
+      }
 }
 
 // The f16 rows that the grouped projections' norm launch writes for the tensor-core matmul: rows shorter
