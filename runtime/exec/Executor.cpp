@@ -23,6 +23,18 @@ void checkGrids(const std::vector<plan::Dispatch> &schedule, uint32_t tokens, co
 
 } // namespace
 
+// What to compile instead for a device that lacks what a target's kernels need: the NV way where an nvidia
+// plan's KHR matrices are missing but the driver has the NV extension, else the kernels that run anywhere.
+std::string otherTarget(const plan::Plan &plan, const vk::DeviceInfo &device) {
+  const std::string where = "compiled for --target " + plan.target + "; ";
+  if (plan.target.rfind("nvidia", 0) == 0 && plan.target.rfind("nvidia-nv", 0) != 0 &&
+      device.hasExtension("VK_NV_cooperative_matrix") && device.vulkanMemoryModel &&
+      device.subgroupSize == 32)
+    return where + "compile with --target nvidia-nv, the same kernels through VK_NV_cooperative_matrix, or "
+                   "--target generic";
+  return where + "compile with --target generic";
+}
+
 void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
   const plan::Requirements &r = plan.requires_;
   if (r.maxStorageBufferRange > device.maxStorageBufferRange)
@@ -38,14 +50,13 @@ void checkDevice(const plan::Plan &plan, const vk::DeviceInfo &device) {
   for (const std::string &extension : r.deviceExtensions)
     if (!device.hasExtension(extension))
       throw RuntimeError("the plan needs the Vulkan extension " + extension + ", which " + device.name +
-                         " lacks (compiled for --target " + plan.target + "; compile with --target generic)");
+                         " lacks (" + otherTarget(plan, device) + ")");
   for (const std::string &shape : r.cooperativeMatrixShapes)
     if (std::find(device.cooperativeMatrixKHRShapes.begin(), device.cooperativeMatrixKHRShapes.end(),
                   shape) == device.cooperativeMatrixKHRShapes.end())
       throw RuntimeError("the plan's kernels multiply cooperative matrices of " + shape + ", which " +
-                         device.name +
-                         " does not list for VK_KHR_cooperative_matrix (compiled for --target " +
-                         plan.target + "; compile with --target generic)");
+                         device.name + " does not list for VK_KHR_cooperative_matrix (" +
+                         otherTarget(plan, device) + ")");
   if (r.vulkanMemoryModel && !device.vulkanMemoryModel)
     throw RuntimeError("the plan needs vulkanMemoryModel, which " + device.name +
                        " lacks (compiled for --target " + plan.target + "; compile with --target generic)");

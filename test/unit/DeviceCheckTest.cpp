@@ -71,6 +71,29 @@ TEST(DeviceCheck, CooperativeMatrixShapesMustBeListed) {
   EXPECT_EQ(refusal(plan, device), "");
 }
 
+// An nvidia plan on a driver with VK_NV_cooperative_matrix but not the KHR extension: the advice names
+// nvidia-nv, whose kernels run there (it named only generic before).
+TEST(DeviceCheck, AnNvidiaPlanWithoutTheKhrExtensionPointsToNvidiaNv) {
+  gerbil::plan::Plan plan;
+  plan.target = "nvidia";
+  plan.requires_.deviceExtensions = {"VK_KHR_cooperative_matrix"};
+  gerbil::vk::DeviceInfo device = deviceWith(true, 32);
+  device.vulkanMemoryModel = true;
+  device.extensions = {"VK_NV_cooperative_matrix"};
+  std::string message = refusal(plan, device);
+  EXPECT_NE(message.find("VK_KHR_cooperative_matrix"), std::string::npos) << message;
+  EXPECT_NE(message.find("--target nvidia-nv"), std::string::npos) << message;
+  // Without the NV extension either, or for a khr plan, the kernels that run anywhere.
+  device.extensions.clear();
+  message = refusal(plan, device);
+  EXPECT_EQ(message.find("nvidia-nv"), std::string::npos) << message;
+  EXPECT_NE(message.find("--target generic"), std::string::npos) << message;
+  plan.target = "khr";
+  device.extensions = {"VK_NV_cooperative_matrix"};
+  message = refusal(plan, device);
+  EXPECT_EQ(message.find("nvidia-nv"), std::string::npos) << message;
+}
+
 // Kernels that reach their buffers by address need bufferDeviceAddress and push constants for every address.
 TEST(DeviceCheck, BufferAddressesNeedTheFeatureAndThePushConstants) {
   gerbil::plan::Plan plan;

@@ -115,12 +115,20 @@ struct Staged {
 #define COOP_FRAGMENT_PIPELINE 0
 #endif
 
+// This workgroup's tile: its column (outputs) and row (tokens). COOP_ROWS_FASTEST: the workgroups that
+// start one after another take the rows of one column (then the next column), instead of the columns of one
+// row: the tile rows of a prefill read each slice of weights close together in time, so that only the first
+// reads it from memory and the others from the L2 (a projection's weights are larger than the L2).
+#ifndef COOP_ROWS_FASTEST
+#define COOP_ROWS_FASTEST 0
+#endif
+uvec2 tile_;
 #if MODE_GATE_UP
 // The output that staged weight row `row` belongs to: within each subgroup's block of WARP_N rows, fragment
 // f holds outputs (f / 2) * FRAG.. of the gate (f even) or the up (f odd) matrix.
 uint outputOfRow(uint row) {
   uint inBlock = row % WARP_N;
-  return gl_WorkGroupID.x * (TILE_N / 2u) + (row / WARP_N) * (WARP_N / 2u) + (inBlock / FRAG / 2u) * FRAG +
+  return tile_.x * (TILE_N / 2u) + (row / WARP_N) * (WARP_N / 2u) + (inBlock / FRAG / 2u) * FRAG +
          inBlock % FRAG;
 }
 #endif
@@ -135,7 +143,7 @@ void loadSlice(uint k0, out Staged st) {
   [[unroll]] for (uint i = 0; i < X_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
     uint row = c / CHUNKS, k = k0 + (c % CHUNKS) * 8u;
-    uint t = gl_WorkGroupID.y * TILE_T + row;
+    uint t = tile_.y * TILE_T + row;
     bool live = t < step_.tokens && k < K;
 #if X_HALF
     st.x[i] = live ? x_v4[(t * K + k) / 8u] : uvec4(0u);
@@ -168,7 +176,7 @@ void loadSlice(uint k0, out Staged st) {
       else w = w_v_v4[(n * K + k) / 8u];
     }
 #else
-    uint n = gl_WorkGroupID.x * TILE_N + row;
+    uint n = tile_.x * TILE_N + row;
     if (n < N && k < K) w = w_v4[(n * K + k) / 8u];
 #endif
     st.w[i] = w;
@@ -275,9 +283,17 @@ void writeOutput(uint t, uint n, float v) {
 
 void main() {
   uint warp = gl_LocalInvocationIndex / SUBGROUP;
+#if COOP_ROWS_FASTEST
+  {
+    uint linear = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    tile_ = uvec2(linear / gl_NumWorkGroups.y, linear % gl_NumWorkGroups.y);
+  }
+#else
+  tile_ = gl_WorkGroupID.xy;
+#endif
 #if MODE_QKV
   {
-    uint g = gl_WorkGroupID.x;
+    uint g = tile_.x;
     uint part = g < GROUPS_Q ? 0u : g < GROUPS_Q + GROUPS_K ? 1u : 2u;
     part_ = uvec3(part, g - (part == 0u ? 0u : part == 1u ? GROUPS_Q : GROUPS_Q + GROUPS_K),
                   part == 0u ? N_Q : part == 1u ? N_K : N_V);
@@ -300,7 +316,7 @@ void main() {
     for (uint v0 = 0; v0 < LANE_VECS; v0 += BATCH) {
       vec4 xs[ROWS_AT_ONCE][BATCH];
       [[unroll]] for (uint j = 0; j < ROWS_AT_ONCE; ++j) {
-        uint t = min(gl_WorkGroupID.y * TILE_T + warp * ROWS_PER_WARP + r0 + j, step_.tokens - 1u);
+        uint t = min(tile_.y * TILE_T + warp * ROWS_PER_WARP + r0 + j, step_.tokens - 1u);
         [[unroll]] for (uint v = 0; v < BATCH; ++v)
           xs[j][v] = x_v4[t * ROW_VECS + min(rmsLane + (v0 + v) * SUBGROUP, ROW_VECS - 1u)];
       }
@@ -371,7 +387,7 @@ void main() {
   for (uint e = gl_LocalInvocationIndex; e < TILE_ELEMENTS / 4u; e += WORKGROUP) {
     vec4 sum = vec4(0.0);
     [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) sum += partial_v4[(tile * SPLIT_K + s) * (TILE_ELEMENTS / 4u) + e];
-    uint t = gl_WorkGroupID.y * TILE_T + 4u * e / TILE_N, n0 = gl_WorkGroupID.x * TILE_N + 4u * e % TILE_N;
+    uint t = tile_.y * TILE_T + 4u * e / TILE_N, n0 = tile_.x * TILE_N + 4u * e % TILE_N;
     [[unroll]] for (uint c = 0; c < 4u; ++c) writeOutput(t, n0 + c, sum[c]);
   }
   return;
@@ -397,8 +413,8 @@ void main() {
       storeEpilogue(acc[i][2u * p + 1u], fragment);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
-      uint n0 = gl_WorkGroupID.x * (TILE_N / 2u) + warpN * (WARP_N / 2u) + p * FRAG;
+      uint t0 = tile_.y * TILE_T + warpT * WARP_T + i * FRAG;
+      uint n0 = tile_.x * (TILE_N / 2u) + warpN * (WARP_N / 2u) + p * FRAG;
       [[unroll]] for (uint m = 0; m < OUT_PER_LANE; ++m) {
         uint e = (lane + m * SUBGROUP) * OUT_STEP, t = t0 + e / FRAG, n = n0 + e % FRAG;
         if (t >= step_.tokens || n >= N) continue;
@@ -418,11 +434,11 @@ void main() {
       storeEpilogue(acc[i][j], fragment);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      uint t0 = gl_WorkGroupID.y * TILE_T + warpT * WARP_T + i * FRAG;
+      uint t0 = tile_.y * TILE_T + warpT * WARP_T + i * FRAG;
 #if MODE_QKV
       uint n0 = part_.y * TILE_N + warpN * WARP_N + j * FRAG;
 #else
-      uint n0 = gl_WorkGroupID.x * TILE_N + warpN * WARP_N + j * FRAG;
+      uint n0 = tile_.x * TILE_N + warpN * WARP_N + j * FRAG;
 #endif
       [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
         uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
