@@ -61,11 +61,15 @@ struct TargetProfile {
 inline constexpr uint32_t kNvidiaVendorId = 0x10de;
 
 // Prefill matmuls with N >= 2048 outputs (a grouped projection's rows counted together) or rows of K >=
-// 4096 get 128 × 128 tiles on 2 × 4 subgroups of 64 × 32, stepping K by 64 in one staging buffer (36 KiB;
-// two barriers a slice but half as many slices), their fragments loaded a step ahead (MatMulKernel.cpp);
-// narrower ones the profile's 64 × 64 tiles, also 64 deep. Sweeps ai–ap on the H200 (µs, 512 tokens), from
-// the tilings before (128 × 256 × 32 on 2 × 4 for N > 4096 and K >= 2048, 128 × 128 × 32 in two buffers on
-// 4 × 4 for N and K >= 2048, 64 × 64 × 32 in two buffers), through 128 × 128 × 64 on 4 × 4 (7755823):
+// 4096 get 128 × 128 tiles on 4 × 4 subgroups of 32 × 32 (the gate/up on 2 × 4 of 64 × 32: see
+// groupPrefillTiling), stepping K by 64 in one staging buffer (36 KiB; two barriers a slice but half as
+// many slices), their fragments loaded a step ahead (MatMulKernel.cpp); narrower ones the profile's 64 × 64
+// tiles, also 64 deep. Through VK_KHR_cooperative_matrix 4 × 4 won on the plain ones (H100, sweeps bk and
+// bl, µs): 8B o 98.4 → 87.3, 8B down 264.9 → 259.3, 1B o (split 2) 39.4 → 37.1, 1B down 91.8 → 90.6,
+// Qwen down (split 4) 42.1 → 40.7. The figures below are of the NV way, before. Sweeps ai–ap on the H200 (µs,
+// 512 tokens), from the tilings before (128 × 256 × 32 on 2 × 4 for N > 4096 and K >= 2048, 128 × 128 × 32 in
+// two buffers on 4 × 4 for N and K >= 2048, 64 × 64 × 32 in two buffers), through 128 × 128 × 64 on 4 × 4
+// (7755823):
 //   Llama-3-8B   gate/up 805 → 666 → 615, q/k/v 213 → 195 → 167, down 407 → 342 → 302, o 131 → 110 → 109
 //   Llama-3.2-1B gate/up 212 → 201 → 186, q/k/v 63 → 53 → 47, down 133 → 112 → 102 (split 2),
 //                o 47 → 42 → 41.5 (split 2)
@@ -111,7 +115,7 @@ inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) 
 inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
   if (profile.tilingGiven || !profile.cooperativeMatrix) return profile.coopTiling;
   const bool wide = n >= kWideCoopMatMul || k >= kLongRowsCoopMatMul;
-  CoopMatMulTiling tiling = wide ? CoopMatMulTiling{128, 128, 64, 2, 4, 1} : profile.coopTiling;
+  CoopMatMulTiling tiling = wide ? CoopMatMulTiling{128, 128, 64, 4, 4, 1} : profile.coopTiling;
   if (n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
   return tiling;
 }
@@ -129,10 +133,11 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
                                            int64_t nK = 0, int64_t nV = 0) {
   CoopMatMulTiling tiling = coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
   tiling.splitK = 1;
-  // The grouped q/k/v keeps 4 × 4 subgroups on 128 × 128 tiles: on 2 × 4 it ran 56 → 61 µs a layer
-  // (Llama-3.2-1B) and 200 → 203 (Llama-3-8B) in the model (profiles of 7755823 and 2c5a174), though
-  // plain matmuls of its shape gained on 2 × 4 (sweep ap).
-  if (!gateUp && !profile.tilingGiven && tiling.tileT == 128 && tiling.tileN == 128) tiling.warpsT = 4;
+  // The gate/up keeps 2 × 4 subgroups of 64 × 32 on 128 × 128 tiles: on 4 × 4 the 8B's took 540.6 µs
+  // against 531.0 (H100, sweep bk). The grouped q/k/v has 4 × 4 like the plain wide projections: on 2 × 4
+  // it ran 56 → 61 µs a layer (Llama-3.2-1B) and 200 → 203 (Llama-3-8B) in the model (profiles of 7755823
+  // and 2c5a174), 154 → 164 µs through KHR (sweep bk).
+  if (gateUp && !profile.tilingGiven && tiling.tileT == 128 && tiling.tileN == 128) tiling.warpsT = 2;
   return tiling;
 }
 
