@@ -177,7 +177,9 @@ void compileEveryVariant(codegen::ShaderCompiler &compiler, const std::vector<co
 TEST_F(MatMulKernelTest, CooperativeMatrixSplitOverKMatchesTheReference) {
   const std::vector<const char *> targets = {"nvidia:64x64x32:2x2:2:4", "nvidia:64x64x32:2x2:1:3",
                                              "nvidia:128x128x32:2x4:2:2", "nvidia:128x128x32:4x4:2:2",
-                                             "nvidia:128x128x64:2x4:1:2"};
+                                             "nvidia:128x128x64:2x4:1:2",
+                                             // the catalog's for narrow wide projections (1B's o and down)
+                                             "nvidia:128x128x64:4x4:1:2"};
   if (!hasCooperativeMatrix()) {
     compileEveryVariant(compiler_, targets);
     GTEST_SKIP() << ctx_->info().name
@@ -210,9 +212,9 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
                                              // 16 subgroups: their epilogue fragments fit only in the
                                              // slices' memory
                                              "nvidia:128x128x32:4x4",
-                                             // the catalog's for wide projections (fragments loaded a
-                                             // step ahead)
-                                             "nvidia:128x128x64:2x4:1"};
+                                             // the catalog's for the gate/up and for the wide plain
+                                             // projections (fragments loaded a step ahead)
+                                             "nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1"};
   if (!hasCooperativeMatrix()) {
     compileEveryVariant(compiler_, targets);
     GTEST_SKIP() << ctx_->info().name
