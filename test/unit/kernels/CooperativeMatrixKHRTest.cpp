@@ -240,6 +240,37 @@ TEST_F(CooperativeMatrixKHRTest, WorkgroupScopeMatMulRetargets) {
   }
 }
 
+// What the workgroup-scope kernel cannot do is refused at codegen, naming it: a grouped projection, a norm
+// prologue, f32 rows, a K split, outputs or a reduction that the tile does not divide.
+TEST(WorkgroupScopeMatMul, RefusesWhatItCannotTile) {
+  auto refusal = [](auto change) {
+    codegen::MatMulSpec spec;
+    spec.variant = codegen::MatMulVariant::Coop;
+    spec.coopTiling = mlir::gerbil::parseTarget("khr:128x128x32:2x2")->coopTiling;
+    spec.weight = plan::DType::F16;
+    spec.k = 512, spec.n = 256;
+    spec.halfInput = true;
+    spec.workgroupScope = true;
+    change(spec);
+    try {
+      codegen::matmulKernel(spec);
+    } catch (const codegen::CodegenError &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refusal([](codegen::MatMulSpec &) {}), "");
+  const std::string expected =
+      "a workgroup-scope matmul is a plain projection of f16 rows, unsplit, in whole tiles";
+  EXPECT_EQ(refusal([](codegen::MatMulSpec &s) { s.mode = codegen::MatMulMode::GateUp; }), expected);
+  EXPECT_EQ(refusal([](codegen::MatMulSpec &s) { s.halfInput = false, s.norm = true, s.eps = 1e-5; }),
+            expected);
+  EXPECT_EQ(refusal([](codegen::MatMulSpec &s) { s.halfInput = false; }), expected);
+  EXPECT_EQ(refusal([](codegen::MatMulSpec &s) { s.coopTiling.splitK = 2; }), expected);
+  EXPECT_EQ(refusal([](codegen::MatMulSpec &s) { s.n = 192; }), expected);
+  EXPECT_EQ(refusal([](codegen::MatMulSpec &s) { s.k = 528; }), expected);
+}
+
 TEST_F(CooperativeMatrixKHRTest, TensorCoreAttentionRetargets) {
   for (int64_t headDim : {64, 128})
     for (bool halfResult : {false, true}) {
