@@ -335,14 +335,19 @@ constexpr auto kCooperativeMatrix2PropertiesNV = static_cast<VkStructureType>(10
 using QueryFlexibleDimensionsNV = VkResult(VKAPI_PTR *)(VkPhysicalDevice, uint32_t *,
                                                         CooperativeMatrixFlexibleDimensionsNV *);
 
+// Fills the feature structs chained from `chain` (vkGetPhysicalDeviceFeatures2).
+void queryFeatures(VkPhysicalDevice device, void *chain) {
+  VkPhysicalDeviceFeatures2 query{};
+  query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  query.pNext = chain;
+  vkGetPhysicalDeviceFeatures2(device, &query);
+}
+
 // The workgroup-scope shapes of VK_NV_cooperative_matrix2 where the device has both features they need.
 void describeWorkgroupMatrices(VkInstance instance, VkPhysicalDevice device, DeviceInfo &info) {
   CooperativeMatrix2FeaturesNV features{};
   features.sType = kCooperativeMatrix2FeaturesNV;
-  VkPhysicalDeviceFeatures2 query{};
-  query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-  query.pNext = &features;
-  vkGetPhysicalDeviceFeatures2(device, &query);
+  queryFeatures(device, &features);
   if (!features.workgroupScope || !features.flexibleDimensions) return;
   CooperativeMatrix2PropertiesNV limits{};
   limits.sType = kCooperativeMatrix2PropertiesNV;
@@ -444,10 +449,7 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   VkPhysicalDeviceVulkan11Features features11{};
   features11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   features11.pNext = &features12;
-  VkPhysicalDeviceFeatures2 features{};
-  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-  features.pNext = &features11;
-  vkGetPhysicalDeviceFeatures2(device, &features);
+  queryFeatures(device, &features11);
   info.shaderFloat16 = features12.shaderFloat16;
   info.storageBuffer16BitAccess = features11.storageBuffer16BitAccess;
   info.vulkanMemoryModel = features12.vulkanMemoryModel;

@@ -205,18 +205,24 @@ TEST_F(CooperativeMatrixKHRTest, EveryTensorCoreMatMulRetargets) {
     }
 }
 
+// A plain projection of f16 rows, K 512, N 256, in 128 x 128 tiles of workgroup-scope matrices.
+codegen::MatMulSpec workgroupScopeSpec() {
+  codegen::MatMulSpec spec;
+  spec.variant = codegen::MatMulVariant::Coop;
+  spec.coopTiling = mlir::gerbil::parseTarget("khr:128x128x32:2x2")->coopTiling;
+  spec.weight = plan::DType::F16;
+  spec.k = 512, spec.n = 256;
+  spec.halfInput = true;
+  spec.workgroupScope = true;
+  return spec;
+}
+
 // matmul_coop_workgroup.glsl: workgroup-scope matrices of whole tiles (VK_NV_cooperative_matrix2) keep their
 // scope through the retargeting, which is all that KHR SPIR-V needs of them.
 TEST_F(CooperativeMatrixKHRTest, WorkgroupScopeMatMulRetargets) {
   for (bool residual : {false, true}) {
-    codegen::MatMulSpec spec;
-    spec.variant = codegen::MatMulVariant::Coop;
-    spec.coopTiling = mlir::gerbil::parseTarget("khr:128x128x32:2x2")->coopTiling;
-    spec.weight = plan::DType::F16;
-    spec.k = 512, spec.n = 256;
-    spec.halfInput = true;
+    codegen::MatMulSpec spec = workgroupScopeSpec();
     spec.residual = residual;
-    spec.workgroupScope = true;
     codegen::KernelSource source = codegen::matmulKernel(spec);
     const std::vector<uint32_t> nv = compiler_.compile(source, "workgroup-scope matmul");
     codegen::useKhrCooperativeMatrix(source);
@@ -244,13 +250,7 @@ TEST_F(CooperativeMatrixKHRTest, WorkgroupScopeMatMulRetargets) {
 // prologue, f32 rows, a K split, outputs or a reduction that the tile does not divide.
 TEST(WorkgroupScopeMatMul, RefusesWhatItCannotTile) {
   auto refusal = [](auto change) {
-    codegen::MatMulSpec spec;
-    spec.variant = codegen::MatMulVariant::Coop;
-    spec.coopTiling = mlir::gerbil::parseTarget("khr:128x128x32:2x2")->coopTiling;
-    spec.weight = plan::DType::F16;
-    spec.k = 512, spec.n = 256;
-    spec.halfInput = true;
-    spec.workgroupScope = true;
+    codegen::MatMulSpec spec = workgroupScopeSpec();
     change(spec);
     try {
       codegen::matmulKernel(spec);
