@@ -343,6 +343,14 @@ void queryFeatures(VkPhysicalDevice device, void *chain) {
   vkGetPhysicalDeviceFeatures2(device, &query);
 }
 
+// Fills the property structs chained from `chain` (vkGetPhysicalDeviceProperties2).
+void queryProperties(VkPhysicalDevice device, void *chain) {
+  VkPhysicalDeviceProperties2 query{};
+  query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  query.pNext = chain;
+  vkGetPhysicalDeviceProperties2(device, &query);
+}
+
 // The workgroup-scope shapes of VK_NV_cooperative_matrix2 where the device has both features they need.
 void describeWorkgroupMatrices(VkInstance instance, VkPhysicalDevice device, DeviceInfo &info) {
   CooperativeMatrix2FeaturesNV features{};
@@ -351,10 +359,7 @@ void describeWorkgroupMatrices(VkInstance instance, VkPhysicalDevice device, Dev
   if (!features.workgroupScope || !features.flexibleDimensions) return;
   CooperativeMatrix2PropertiesNV limits{};
   limits.sType = kCooperativeMatrix2PropertiesNV;
-  VkPhysicalDeviceProperties2 properties{};
-  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  properties.pNext = &limits;
-  vkGetPhysicalDeviceProperties2(device, &properties);
+  queryProperties(device, &limits);
   info.cooperativeMatrixWorkgroupMaxInvocations = limits.workgroupScopeMaxWorkgroupSize;
   info.cooperativeMatrixFlexibleMaxDimension = limits.flexibleDimensionsMaxDimension;
   info.cooperativeMatrixWorkgroupSharedBytes = limits.workgroupScopeReservedSharedMemory;
@@ -408,8 +413,6 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   if (info.hasExtension(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
     info.cooperativeMatrixNVShapes = cooperativeMatrixNVShapes(instance, device);
   if (info.cooperativeMatrix) info.cooperativeMatrixKHRShapes = cooperativeMatrixKHRShapes(instance, device);
-  if (info.cooperativeMatrix && info.hasExtension("VK_NV_cooperative_matrix2"))
-    describeWorkgroupMatrices(instance, device, info);
 
   VkPhysicalDeviceMemoryProperties memory{};
   vkGetPhysicalDeviceMemoryProperties(device, &memory);
@@ -419,19 +422,18 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
 
   // The *2 queries and the Vulkan11/12 structs are only valid on devices of those versions.
   if (base.apiVersion < VK_API_VERSION_1_1) return info;
+  if (info.cooperativeMatrix && info.hasExtension("VK_NV_cooperative_matrix2"))
+    describeWorkgroupMatrices(instance, device, info);
   VkPhysicalDeviceDriverProperties driver{};
   driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
   VkPhysicalDeviceVulkan13Properties properties13{};
   properties13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES;
-  VkPhysicalDeviceProperties2 properties{};
-  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  properties.pNext = &subgroup;
   bool isVulkan12 = base.apiVersion >= VK_API_VERSION_1_2;
   if (isVulkan12) subgroup.pNext = &driver;
   if (base.apiVersion >= VK_API_VERSION_1_3) driver.pNext = &properties13;
-  vkGetPhysicalDeviceProperties2(device, &properties);
+  queryProperties(device, &subgroup);
   info.subgroupSize = subgroup.subgroupSize;
   info.minSubgroupSize = info.maxSubgroupSize = subgroup.subgroupSize;
   if (base.apiVersion >= VK_API_VERSION_1_3 && properties13.minSubgroupSize > 0) {
@@ -902,10 +904,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   if (enabling(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME)) {
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT supportedAtomics{};
     supportedAtomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
-    VkPhysicalDeviceFeatures2 query{};
-    query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-    query.pNext = &supportedAtomics;
-    vkGetPhysicalDeviceFeatures2(s.physical, &query);
+    queryFeatures(s.physical, &supportedAtomics);
     atomicFloat.shaderBufferFloat32AtomicAdd = supportedAtomics.shaderBufferFloat32AtomicAdd;
     atomicFloat.pNext = enabled.pNext;
     enabled.pNext = &atomicFloat;
@@ -915,10 +914,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   executableInfo.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
   if (options.pipelineStatistics &&
       info_.hasExtension(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
-    VkPhysicalDeviceFeatures2 query{};
-    query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-    query.pNext = &executableInfo;
-    vkGetPhysicalDeviceFeatures2(s.physical, &query);
+    queryFeatures(s.physical, &executableInfo);
     if (executableInfo.pipelineExecutableInfo) {
       extensionNames.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
       executableInfo.pNext = enabled.pNext;

@@ -63,13 +63,13 @@ inline constexpr uint32_t kNvidiaVendorId = 0x10de;
 // Prefill matmuls with N >= 2048 outputs (a grouped projection's rows counted together) or rows of K >=
 // 4096 get 128 × 128 tiles on 4 × 4 subgroups of 32 × 32 (the gate/up on 2 × 4 of 64 × 32: see
 // groupPrefillTiling), stepping K by 64 in one staging buffer (36 KiB; two barriers a slice but half as
-// many slices), their fragments loaded a step ahead (MatMulKernel.cpp); narrower ones the profile's 64 × 64
-// tiles, also 64 deep. Through VK_KHR_cooperative_matrix 4 × 4 won on the plain ones (H100, sweeps bk and
-// bl, µs): 8B o 98.4 → 87.3, 8B down 264.9 → 259.3, 1B o (split 2) 39.4 → 37.1, 1B down 91.8 → 90.6,
-// Qwen down (split 4) 42.1 → 40.7. The figures below are of the NV way, before. Sweeps ai–ap on the H200 (µs,
-// 512 tokens), from the tilings before (128 × 256 × 32 on 2 × 4 for N > 4096 and K >= 2048, 128 × 128 × 32 in
-// two buffers on 4 × 4 for N and K >= 2048, 64 × 64 × 32 in two buffers), through 128 × 128 × 64 on 4 × 4
-// (7755823):
+// many slices), their fragments loaded a step ahead but for the gate/up's (MatMulKernel.cpp); narrower ones
+// the profile's 64 × 64 tiles, also 64 deep. Through VK_KHR_cooperative_matrix 4 × 4 won on the plain ones
+// (H100, sweeps bk and bl, µs): 8B o 98.4 → 87.3, 8B down 264.9 → 259.3, 1B o (split 2) 39.4 → 37.1, 1B
+// down 91.8 → 90.6, Qwen down (split 4) 42.1 → 40.7. The figures below are of the NV way, before. Sweeps
+// ai–ap on the H200 (µs, 512 tokens), from the tilings before (128 × 256 × 32 on 2 × 4 for N > 4096 and K >=
+// 2048, 128 × 128 × 32 in two buffers on 4 × 4 for N and K >= 2048, 64 × 64 × 32 in two buffers), through 128
+// × 128 × 64 on 4 × 4 (7755823):
 //   Llama-3-8B   gate/up 805 → 666 → 615, q/k/v 213 → 195 → 167, down 407 → 342 → 302, o 131 → 110 → 109
 //   Llama-3.2-1B gate/up 212 → 201 → 186, q/k/v 63 → 53 → 47, down 133 → 112 → 102 (split 2),
 //                o 47 → 42 → 41.5 (split 2)
