@@ -115,6 +115,12 @@ struct Staged {
 #define COOP_FRAGMENT_PIPELINE 0
 #endif
 
+// COOP_LOOKAHEAD 2: the global loads of slice s + 2 are issued before the products of slice s (two slices'
+// loads in flight, in two sets of registers that take turns), so that each load has two slices' products
+// to arrive in instead of one; 1: slice s + 1's.
+#ifndef COOP_LOOKAHEAD
+#define COOP_LOOKAHEAD 1
+#endif
 // This workgroup's tile: its column (outputs) and row (tokens). COOP_ROWS_FASTEST: the workgroups that
 // start one after another take the rows of one column (then the next column), instead of the columns of one
 // row: the tile rows of a prefill read each slice of weights close together in time, so that only the first
@@ -347,6 +353,28 @@ void main() {
   const uint first = 0u;
 #endif
   const uint slices = SPLIT_SLICES;
+#if COOP_LOOKAHEAD == 2
+  // One slice's turn: slice s + 2's loads issued into `issue` (which held slice s, already stored), slice
+  // s's products, then slice s + 1 stored from `ready`. A macro, so that the two sets of registers keep
+  // their names (no copies between them that would wait on the loads).
+#define COOP_TURN(s, issue, ready)                                                                     \
+  {                                                                                                     \
+    if ((s) + 2u < slices) loadSlice((first + (s) + 2u) * TILE_K, issue);                               \
+    multiplySlice((s) % COOP_STAGES, acc, warpT, warpN);                                                \
+    if (COOP_STAGES == 1) barrier();                                                                    \
+    if ((s) + 1u < slices) storeSlice(((s) + 1u) % COOP_STAGES, ready);                                 \
+    barrier();                                                                                          \
+  }
+  Staged stagedA, stagedB;
+  loadSlice(first * TILE_K, stagedA);
+  storeSlice(0u, stagedA);
+  if (slices > 1u) loadSlice((first + 1u) * TILE_K, stagedB);
+  barrier();
+  for (uint s = 0; s < slices; s += 2u) {
+    COOP_TURN(s, stagedA, stagedB)
+    if (s + 1u < slices) COOP_TURN(s + 1u, stagedB, stagedA)
+  }
+#else
   Staged staged;
   loadSlice(first * TILE_K, staged);
   storeSlice(0u, staged);
@@ -364,6 +392,7 @@ void main() {
     if (more) storeSlice((s + 1u) % COOP_STAGES, staged);
     barrier();
   }
+#endif
 
 #if SPLIT_K > 1 && !MODE_GATE_UP && !MODE_QKV
   // Publish this split's share of the tile, then count it in; the tile's last split adds the shares.
