@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace gerbil::codegen {
 
@@ -81,6 +82,31 @@ uint32_t workgroupMemoryBytes(const std::vector<uint32_t> &spirv) {
   return static_cast<uint32_t>(total);
 }
 
+size_t privateConstantCopies(const std::vector<uint32_t> &spirv) {
+  // Arrays of numbers and vectors (not of cooperative matrices, whose initialized variables are the
+  // accumulators), and the Function pointers to them.
+  std::set<uint32_t> numbers, tables, pointersToTables;
+  size_t copies = 0;
+  for (size_t at = 5; at < spirv.size();) {
+    const uint32_t count = spirv[at] >> 16, opcode = spirv[at] & 0xffff;
+    if (count == 0 || at + count > spirv.size())
+      throw CodegenError("malformed SPIR-V: truncated instruction");
+    const uint32_t *w = &spirv[at];
+    if ((opcode == spv::OpTypeInt || opcode == spv::OpTypeFloat || opcode == spv::OpTypeVector) && count >= 2)
+      numbers.insert(w[1]);
+    else if (opcode == spv::OpTypeArray && count >= 3 && numbers.count(w[2]))
+      tables.insert(w[1]);
+    else if (opcode == spv::OpTypePointer && count >= 4 && w[2] == spv::StorageClassFunction &&
+             tables.count(w[3]))
+      pointersToTables.insert(w[1]);
+    // OpVariable result-type result storage-class [initializer]
+    else if (opcode == spv::OpVariable && count == 5 && pointersToTables.count(w[1]))
+      ++copies;
+    at += count;
+  }
+  return copies;
+}
+
 ShaderCompiler::ShaderCompiler() : impl_(std::make_unique<Impl>()) {
   if (!impl_->compiler || !impl_->options) throw CodegenError("cannot initialise libshaderc");
 }
@@ -107,6 +133,11 @@ std::vector<uint32_t> ShaderCompiler::compile(const std::string &glsl, const std
   impl_->validationMessages.clear();
   if (!impl_->validator.Validate(words))
     throw CodegenError("kernel '" + name + "' is not valid SPIR-V for Vulkan 1.2:\n" + impl_->validationMessages);
+  // A kernel's own mistake, not the user's: found by the tests that compile every kernel.
+  if (privateConstantCopies(words) != 0)
+    throw CodegenError("kernel '" + name +
+                       "' indexes a constant array by a value the compiler does not know (a private copy of "
+                       "the array in each invocation): select the element instead (common.glsl's invFreqAt)");
   if (matrices == CooperativeMatrices::AsWritten) return words;
   try {
     return retargetToKhrCooperativeMatrix(words);

@@ -22,6 +22,11 @@ public:
 // maxSharedMemoryBytes requirement is made of. Throws CodegenError on a malformed module.
 uint32_t workgroupMemoryBytes(const std::vector<uint32_t> &spirv);
 
+// Function-storage variables with an initializer: what glslang makes of a constant array indexed by a value
+// it does not know (a private copy of the table, which a driver may build in every invocation's local
+// memory before the first use). compile() refuses kernels that have any.
+size_t privateConstantCopies(const std::vector<uint32_t> &spirv);
+
 class ShaderCompiler {
 public:
   ShaderCompiler();

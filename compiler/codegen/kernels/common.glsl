@@ -81,6 +81,20 @@ vec2 rotaryCosSin(float position, float invFreq) {
   return vec2(cos(reduced), sin(reduced));
 }
 
+#ifdef INV_FREQ_VALUES
+// The rotary inverse frequencies (ROTARY_DIM / 2) of rope.glsl, rope_append.glsl and gemv.glsl's q/k/v
+// epilogue.
+const float INV_FREQ[ROTARY_DIM / 2u] = float[](INV_FREQ_VALUES);
+// INV_FREQ[i] for an index the compiler does not know, as a chain of selects: SPIR-V can index a constant
+// array only through a private copy of it (an OpVariable in Function storage), which a driver may build in
+// each invocation's local memory before the first use.
+float invFreqAt(uint i) {
+  float invFreq = INV_FREQ[0];
+  [[unroll]] for (uint j = 1u; j < ROTARY_DIM / 2u; ++j) invFreq = i == j ? INV_FREQ[j] : invFreq;
+  return invFreq;
+}
+#endif
+
 // Eight values rounded to f16, as one 16-byte word (a then b, lowest half first): the f16 rows and tiles
 // that the tensor-core kernels stage and hand over.
 uvec4 packHalf8(vec4 a, vec4 b) {

@@ -179,7 +179,6 @@ const uint ROW_LOADS = K / PER_LOAD;
 
 
 #if MODE_QKV && ROPE
-const float INV_FREQ[ROTARY_DIM / 2u] = float[](INV_FREQ_VALUES);
 const uint PAIRS_PER_HEAD = HEAD_DIM / 2u;
 
 // Rows (first, second) of rotary pair p of a rotated part: the pairs (i, i + ROTARY_DIM / 2) of each head,
@@ -192,7 +191,7 @@ uvec2 pairRows(uint p) {
 }
 
 vec2 rotation(uint i) {
-  return rotaryCosSin(float(state_.position), INV_FREQ[i]) * ATTENTION_SCALING;
+  return rotaryCosSin(float(state_.position), invFreqAt(i)) * ATTENTION_SCALING;
 }
 #endif
 

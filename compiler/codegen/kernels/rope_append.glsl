@@ -7,11 +7,11 @@
 // together, then the HEAD_DIM - ROTARY_DIM dims that do not rotate; in a value head, each dim. So each
 // element is loaded once and each pair's cos/sin computed once. Grid (T, ceil(UNITS / (WORKGROUP · LOADS)),
 // 1): each invocation takes LOADS units, their loads issued together.
-const float INV_FREQ[ROTARY_DIM / 2] = float[](INV_FREQ_VALUES);
 const uint Q_ROW = Q_HEADS * HEAD_DIM, KV_ROW = KV_HEADS * HEAD_DIM;
 const uint HALF = ROTARY_DIM / 2u;
 const uint QK_UNITS = HEAD_DIM - HALF;  // a query or key head's: HALF pairs, then the unrotated dims
 const uint ROTATED_UNITS = (Q_HEADS + KV_HEADS) * QK_UNITS, UNITS = ROTATED_UNITS + KV_ROW;
+shared vec2 cosSin_[HALF];  // the workgroup's token's (one position), computed once
 
 // Element e of part 0 (q), 1 (k) or 2 (v) of token t.
 float loadPart(uint part, uint t, uint e) {
@@ -45,17 +45,20 @@ void storePart(uint part, uint t, uint position, uint e, float value) {
 void main() {
   uint t = gl_WorkGroupID.x, first = gl_WorkGroupID.y * WORKGROUP * LOADS + gl_LocalInvocationID.x;
   uint position = state_.position + t;
+  for (uint i = gl_LocalInvocationID.x; i < HALF; i += WORKGROUP)
+    cosSin_[i] = rotaryCosSin(float(position), invFreqAt(i)) * ATTENTION_SCALING;
   float values[LOADS], partners[LOADS];
   [[unroll]] for (uint u = 0; u < LOADS; ++u) {
     Unit unit = unitOf(min(first + u * WORKGROUP, UNITS - 1u));
     values[u] = loadPart(unit.part, t, unit.first);
     partners[u] = unit.pair ? loadPart(unit.part, t, unit.first + HALF) : 0.0;
   }
+  barrier();
   [[unroll]] for (uint u = 0; u < LOADS; ++u) {
     if (first + u * WORKGROUP >= UNITS) continue;
     Unit unit = unitOf(first + u * WORKGROUP);
     if (unit.pair) {
-      vec2 cs = rotaryCosSin(float(position), INV_FREQ[unit.first % HEAD_DIM]) * ATTENTION_SCALING;
+      vec2 cs = cosSin_[unit.first % HEAD_DIM];
       storePart(unit.part, t, position, unit.first, values[u] * cs.x - partners[u] * cs.y);
       storePart(unit.part, t, position, unit.first + HALF, partners[u] * cs.x + values[u] * cs.y);
     } else {

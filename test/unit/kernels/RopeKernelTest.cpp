@@ -2,6 +2,7 @@
 // specialises it: against the rotate-half reference, partial rotary dims, grouped-query heads and a step
 // that starts past position 0; cache slots outside the step stay as they were.
 #include "compiler/codegen/RopeKernel.h"
+#include "compiler/codegen/ShaderCompiler.h"
 #include "test/unit/kernels/KernelTestBase.h"
 
 #include <cmath>
@@ -116,6 +117,41 @@ TEST_F(RopeKernelTest, RopeAppendWritesAHalfCache) {
   check({14, 2, 64, 64, 3, 40}, true);
   ASSERT_FALSE(HasFatalFailure());
   check({3, 1, 24, 8, 9, 20}, true); // values written one at a time, two to a 32-bit word
+}
+
+// Heads of 256 (Gemma's): more cos/sin pairs than the workgroup has invocations.
+TEST_F(RopeKernelTest, RopeAppendOfHeadsWiderThanTheWorkgroup) {
+  check({2, 1, 256, 256, 3, 5});
+  ASSERT_FALSE(HasFatalFailure());
+  check({2, 2, 256, 160, 2, 60}); // partial rotary dims past the workgroup too
+}
+
+// A constant array indexed by a value the compiler does not know becomes a private copy of it in each
+// invocation (the rotary kernels' frequency tables did until common.glsl's invFreqAt): compile() refuses
+// it, and accepts the select chain that replaced it.
+TEST(ShaderCompilerChecks, RefusesAPrivateCopyOfAConstantArray) {
+  const std::string head = "#version 450\n#extension GL_EXT_control_flow_attributes : enable\n"
+                           "layout(local_size_x = 64) in;\n"
+                           "layout(set = 0, binding = 0) buffer Out { float values[]; };\n"
+                           "const float TABLE[4] = float[](1.0, 0.5, 0.25, 0.125);\n";
+  codegen::ShaderCompiler compiler;
+  const std::string indexed = head + "void main() { uint i = gl_LocalInvocationID.x;\n"
+                                     "  values[i] = TABLE[i % 4u]; }\n";
+  try {
+    compiler.compile(indexed, "indexed table", codegen::ShaderCompiler::CooperativeMatrices::AsWritten);
+    ADD_FAILURE() << "a private copy of the table was accepted";
+  } catch (const codegen::CodegenError &e) {
+    EXPECT_NE(std::string(e.what()).find("'indexed table' indexes a constant array"), std::string::npos)
+        << e.what();
+  }
+  const std::string selected = head +
+                               "void main() { uint i = gl_LocalInvocationID.x % 4u;\n"
+                               "  float v = TABLE[0];\n"
+                               "  [[unroll]] for (uint j = 1u; j < 4u; ++j) v = i == j ? TABLE[j] : v;\n"
+                               "  values[gl_LocalInvocationID.x] = v; }\n";
+  EXPECT_EQ(codegen::privateConstantCopies(compiler.compile(
+                selected, "selected table", codegen::ShaderCompiler::CooperativeMatrices::AsWritten)),
+            0u);
 }
 
 TEST_F(RopeKernelTest, RefusesAnOddRotaryDim) {
