@@ -74,7 +74,11 @@ uint wAt(uint slot) { return slot * STAGE_WORDS + X_WORDS; }
 // their memory: 16 subgroups' fragments (16 KiB) would not fit in 48 KiB beside two stages of 128 × 128
 // slices.
 const uint EPILOGUE_FLOATS = WARPS_T * WARPS_N * FRAG * FRAG;
+#if COOP_GLOBAL_FRAGMENTS
+shared uvec4 tiles_[EPILOGUE_FLOATS / 4u];
+#else
 shared uvec4 tiles_[max(COOP_STAGES * STAGE_WORDS, EPILOGUE_FLOATS / 4u)];
+#endif
 #define storeEpilogue(fragment, at) coopMatStoreNV(fragment, tiles_, (at) / 4u, FRAG / 4u, false)
 #define epilogue(e) uintBitsToFloat(tiles_[(e) / 4u][(e) % 4u])
 #if NORM_PROLOGUE
@@ -115,6 +119,19 @@ struct Staged {
 #define COOP_FRAGMENT_PIPELINE 0
 #endif
 
+// COOP_GLOBAL_FRAGMENTS (experiment; f16 rows and weights, no norm prologue, K and TILE_K multiples of
+// 32, N and the q/k/v parts of 16): each
+// subgroup loads its fragments straight from the buffers (through the L1, where the workgroup's other
+// subgroups find the rows they share), a step ahead, instead of the workgroup staging slices in shared
+// memory: no staging registers, no shared stores, no barriers in the loop. Rows past the step's tokens are
+// read (within the activation's allocation when the prefill chunk is a multiple of TILE_T) and not written.
+#ifndef COOP_GLOBAL_FRAGMENTS
+#define COOP_GLOBAL_FRAGMENTS 0
+#endif
+#if COOP_GLOBAL_FRAGMENTS && (!X_HALF || NORM_PROLOGUE || W_BF16)
+#undef COOP_GLOBAL_FRAGMENTS  // staged as usual where it cannot apply (gerbilc --kernel-define sets it for all)
+#define COOP_GLOBAL_FRAGMENTS 0
+#endif
 // COOP_LOOKAHEAD 2: the global loads of slice s + 2 are issued before the products of slice s (two slices'
 // loads in flight, in two sets of registers that take turns), so that each load has two slices' products
 // to arrive in instead of one; 1: slice s + 1's.
@@ -276,6 +293,37 @@ void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uin
 #endif
 }
 
+#if COOP_GLOBAL_FRAGMENTS
+// The subgroup's fragments of step k (16 wide) from the buffers: x rows row-major, weight rows column-major
+// (as B), in 16-byte words.
+void loadGlobalFragments(uint k, uint warpT, uint warpN, out FragA a[FRAGS_T], out FragB b[FRAGS_N]) {
+  [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
+    coopMatLoadNV(a[i], x_v4, ((tile_.y * TILE_T + warpT * WARP_T + i * FRAG) * K + k) / 8u, K / 8u, false);
+  [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) {
+#if MODE_GATE_UP
+    uint n = outputOfRow(warpN * WARP_N + j * FRAG);
+    n = n < N ? n : 0u;  // a fragment wholly past the outputs (N a multiple of 16) reads row 0, unwritten
+    if (j % 2u == 0u) coopMatLoadNV(b[j], w_gate_v4, (n * K + k) / 8u, K / 8u, true);
+    else coopMatLoadNV(b[j], w_up_v4, (n * K + k) / 8u, K / 8u, true);
+#elif MODE_QKV
+    uint n = part_.y * TILE_N + warpN * WARP_N + j * FRAG;
+    n = n < part_.z ? n : 0u;
+    if (part_.x == 0u) coopMatLoadNV(b[j], w_q_v4, (n * K + k) / 8u, K / 8u, true);
+    else if (part_.x == 1u) coopMatLoadNV(b[j], w_k_v4, (n * K + k) / 8u, K / 8u, true);
+    else coopMatLoadNV(b[j], w_v_v4, (n * K + k) / 8u, K / 8u, true);
+#else
+    uint n = tile_.x * TILE_N + warpN * WARP_N + j * FRAG;
+    n = n < N ? n : 0u;
+    coopMatLoadNV(b[j], w_v4, (n * K + k) / 8u, K / 8u, true);
+#endif
+  }
+}
+void multiplyFragments(FragA a[FRAGS_T], FragB b[FRAGS_N], inout FragC acc[FRAGS_T][FRAGS_N]) {
+  [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
+    [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+}
+#endif
+
 #if !MODE_GATE_UP && !MODE_QKV
 // One output of a plain projection, plus the residual; none outside the step's tokens or the N outputs.
 void writeOutput(uint t, uint n, float v) {
@@ -353,7 +401,23 @@ void main() {
   const uint first = 0u;
 #endif
   const uint slices = SPLIT_SLICES;
-#if COOP_LOOKAHEAD == 2
+#if COOP_GLOBAL_FRAGMENTS
+  {
+    // Steps of 16 two at a time, each pair's second loaded before the first's products, the next pair's
+    // first before the second's (names fixed, no copies).
+    const uint kBegin = first * TILE_K, kEnd = min((first + slices) * TILE_K, K);
+    FragA a0[FRAGS_T], a1[FRAGS_T];
+    FragB b0[FRAGS_N], b1[FRAGS_N];
+    if (kBegin < kEnd) loadGlobalFragments(kBegin, warpT, warpN, a0, b0);
+    for (uint k = kBegin; k < kEnd; k += 2u * FRAG) {
+      loadGlobalFragments(k + FRAG, warpT, warpN, a1, b1);
+      multiplyFragments(a0, b0, acc);
+      if (k + 2u * FRAG < kEnd) loadGlobalFragments(k + 2u * FRAG, warpT, warpN, a0, b0);
+      multiplyFragments(a1, b1, acc);
+    }
+    barrier();  // the epilogue's fragments take shared memory no subgroup reads now; kept for the split's
+  }
+#elif COOP_LOOKAHEAD == 2
   // One slice's turn: slice s + 2's loads issued into `issue` (which held slice s, already stored), slice
   // s's products, then slice s + 1 stored from `ready`. A macro, so that the two sets of registers keep
   // their names (no copies between them that would wait on the loads).

@@ -125,6 +125,44 @@ protected:
         ASSERT_NEAR(result[row * n + col], expected[row * n + col], tolerance)
             << way.name << " T=" << t << " N=" << n << " K=" << k << ": token " << row << ", output " << col;
   }
+
+  // A loop variant set by #defines (`kernelDefines_`) on the given tilings against the reference: compiled
+  // both ways everywhere, run where the device has cooperative matrices; with the norm prologue too where
+  // `normToo` (the variant's f32-row path), else f16 rows only.
+  void checkLoopVariant(const std::vector<const char *> &targets, const std::vector<Shape> &shapes,
+                        bool normToo) {
+    auto specFor = [&](const char *target, bool norm) {
+      MatMulSpec spec;
+      spec.variant = MatMulVariant::Coop;
+      spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+      spec.weight = plan::DType::F16;
+      spec.norm = norm;
+      spec.halfInput = !norm;
+      spec.residual = true;
+      spec.eps = 1e-5;
+      return spec;
+    };
+    if (!hasCooperativeMatrix()) {
+      for (const char *target : targets)
+        for (bool norm : {false, normToo}) {
+          MatMulSpec spec = specFor(target, norm);
+          spec.k = 4096;
+          spec.n = 1024;
+          for (const CooperativeWay &way : compileBothWays(compiler_, kernelOf(spec), target))
+            EXPECT_FALSE(way.spirv.empty()) << target << " " << way.name;
+        }
+      GTEST_SKIP() << ctx_->info().name
+                   << " runs no cooperative matrices with subgroups of 32 (compiled and validated only)";
+    }
+    for (const char *target : targets)
+      for (const Shape &shape : shapes)
+        for (bool norm : {false, normToo}) {
+          check(specFor(target, norm), shape);
+          if (IsSkipped()) return;
+          ASSERT_FALSE(HasFatalFailure()) << target;
+          if (!normToo) break;
+        }
+  }
 };
 
 const Shape kTiledShapes[] = {
@@ -258,43 +296,18 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
 // first set's turn), with the norm and the residual.
 TEST_F(MatMulKernelTest, CooperativeMatrixLookaheadMatchesTheReference) {
   kernelDefines_ = {{"COOP_LOOKAHEAD", "2"}};
-  const std::vector<const char *> targets = {"nvidia", "nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1",
-                                             "nvidia:128x128x64:4x4:1:2", "nvidia:128x128x32:2x4:2"};
-  if (!hasCooperativeMatrix()) {
-    for (const char *target : targets)
-      for (bool norm : {false, true}) {
-        MatMulSpec spec;
-        spec.variant = MatMulVariant::Coop;
-        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-        spec.k = 4096;
-        spec.n = 1000;
-        spec.weight = plan::DType::F16;
-        spec.norm = norm;
-        spec.halfInput = !norm;
-        spec.residual = true;
-        spec.eps = 1e-5;
-        for (const CooperativeWay &way : compileBothWays(compiler_, kernelOf(spec), target))
-          EXPECT_FALSE(way.spirv.empty()) << target << " " << way.name;
-      }
-    GTEST_SKIP() << ctx_->info().name
-                 << " runs no cooperative matrices with subgroups of 32 (compiled and validated only)";
-  }
-  const Shape shapes[] = {{1, 64, 64}, {7, 100, 128}, {130, 200, 192}, {65, 130, 320}, {200, 256, 256}};
-  for (const char *target : targets)
-    for (const Shape &shape : shapes)
-      for (bool halfInput : {false, true}) {
-        MatMulSpec spec;
-        spec.variant = MatMulVariant::Coop;
-        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-        spec.weight = plan::DType::F16;
-        spec.halfInput = halfInput;
-        spec.norm = !halfInput;
-        spec.residual = true;
-        spec.eps = 1e-5;
-        check(spec, shape);
-        if (IsSkipped()) return;
-        ASSERT_FALSE(HasFatalFailure()) << target;
-      }
+  checkLoopVariant({"nvidia", "nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1",
+                    "nvidia:128x128x64:4x4:1:2", "nvidia:128x128x32:2x4:2"},
+                   {{1, 64, 64}, {7, 100, 128}, {130, 200, 192}, {65, 130, 320}, {200, 256, 256}}, true);
+}
+
+// Fragments loaded by each subgroup from the buffers, no staging (COOP_GLOBAL_FRAGMENTS): f16 rows, N a
+// multiple of 16 and K of 32, whole tiles of tokens (it reads whole tiles), split over K or not.
+TEST_F(MatMulKernelTest, CooperativeMatrixGlobalFragmentsMatchTheReference) {
+  kernelDefines_ = {{"COOP_GLOBAL_FRAGMENTS", "1"}};
+  checkLoopVariant(
+      {"nvidia", "nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1", "nvidia:128x128x64:4x4:1:2"},
+      {{128, 128, 64}, {128, 208, 96}, {256, 256, 320}, {512, 192, 512}}, false);
 }
 
 // matmul_coop_workgroup.glsl (whole tiles of f16 rows, plain projections) on devices with workgroup-scope
@@ -502,6 +515,32 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjectionsWithLookahead
     spec.k = 136;
     spec.n = 192, spec.nK = 40, spec.nV = 64;
     checkGrouped(spec, 37);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The grouped projections with fragments loaded from the buffers (COOP_GLOBAL_FRAGMENTS): whole tiles of
+// tokens, parts of whole fragments.
+TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjectionsWithGlobalFragments) {
+  kernelDefines_ = {{"COOP_GLOBAL_FRAGMENTS", "1"}};
+  for (const char *target : {"nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1"}) {
+    MatMulSpec spec;
+    spec.variant = codegen::MatMulVariant::Coop;
+    spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+    spec.weight = plan::DType::F16;
+    spec.halfInput = true;
+    spec.halfResult = true;
+    spec.eps = 1e-5;
+    spec.k = 256;
+    spec.mode = MatMulMode::GateUp;
+    spec.n = 144;
+    checkGrouped(spec, 256);
+    if (HasFatalFailure() || IsSkipped()) return;
+    spec.mode = MatMulMode::QKV;
+    spec.halfResult = false;
+    spec.k = 320;
+    spec.n = 192, spec.nK = 48, spec.nV = 64;
+    checkGrouped(spec, 128);
     if (HasFatalFailure()) return;
   }
 }
