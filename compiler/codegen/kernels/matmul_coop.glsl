@@ -69,16 +69,31 @@ const uint CHUNKS = TILE_K / 8u;  // 16-byte chunks per staged row
 const uint X_WORDS = TILE_T * ROW_WORDS, STAGE_WORDS = (TILE_T + TILE_N) * ROW_WORDS;
 uint xAt(uint slot) { return slot * STAGE_WORDS; }
 uint wAt(uint slot) { return slot * STAGE_WORDS + X_WORDS; }
+// COOP_GLOBAL_FRAGMENTS (experiment): each subgroup loads its fragments straight from the buffers (through
+// the L1, where the workgroup's other subgroups find the rows they share), a step ahead, instead of the
+// workgroup staging slices in shared memory: no staging registers, no shared stores, no barriers in the
+// loop. For f16 rows and weights without a norm prologue, K and TILE_K multiples of 32 and outputs in whole
+// fragments (N and the q/k/v parts multiples of 16); elsewhere the slices are staged as usual. Rows past
+// the step's tokens are read (within the activation's allocation when the prefill chunk is a multiple of
+// TILE_T) and not written.
+#ifndef COOP_GLOBAL_FRAGMENTS
+#define COOP_GLOBAL_FRAGMENTS 0
+#endif
+#if COOP_GLOBAL_FRAGMENTS && (!X_HALF || NORM_PROLOGUE || W_BF16)
+#undef COOP_GLOBAL_FRAGMENTS  // staged as usual where it cannot apply (gerbilc --kernel-define sets it for all)
+#define COOP_GLOBAL_FRAGMENTS 0
+#endif
+const bool GLOBAL_FRAGMENTS = COOP_GLOBAL_FRAGMENTS != 0 && K % 32u == 0u && TILE_K % 32u == 0u && N % 16u == 0u
+#if MODE_QKV
+                              && N_K % 16u == 0u && N_V % 16u == 0u
+#endif
+    ;
 // The epilogue writes the accumulators with bounds checks and the residual through one 16 × 16 f32
 // fragment a subgroup. After the loop's last barrier the staged slices are dead, so the fragments take
 // their memory: 16 subgroups' fragments (16 KiB) would not fit in 48 KiB beside two stages of 128 × 128
 // slices.
 const uint EPILOGUE_FLOATS = WARPS_T * WARPS_N * FRAG * FRAG;
-#if COOP_GLOBAL_FRAGMENTS
-shared uvec4 tiles_[EPILOGUE_FLOATS / 4u];
-#else
-shared uvec4 tiles_[max(COOP_STAGES * STAGE_WORDS, EPILOGUE_FLOATS / 4u)];
-#endif
+shared uvec4 tiles_[GLOBAL_FRAGMENTS ? EPILOGUE_FLOATS / 4u : max(COOP_STAGES * STAGE_WORDS, EPILOGUE_FLOATS / 4u)];
 #define storeEpilogue(fragment, at) coopMatStoreNV(fragment, tiles_, (at) / 4u, FRAG / 4u, false)
 #define epilogue(e) uintBitsToFloat(tiles_[(e) / 4u][(e) % 4u])
 #if NORM_PROLOGUE
@@ -119,19 +134,6 @@ struct Staged {
 #define COOP_FRAGMENT_PIPELINE 0
 #endif
 
-// COOP_GLOBAL_FRAGMENTS (experiment; f16 rows and weights, no norm prologue, K and TILE_K multiples of
-// 32, N and the q/k/v parts of 16): each
-// subgroup loads its fragments straight from the buffers (through the L1, where the workgroup's other
-// subgroups find the rows they share), a step ahead, instead of the workgroup staging slices in shared
-// memory: no staging registers, no shared stores, no barriers in the loop. Rows past the step's tokens are
-// read (within the activation's allocation when the prefill chunk is a multiple of TILE_T) and not written.
-#ifndef COOP_GLOBAL_FRAGMENTS
-#define COOP_GLOBAL_FRAGMENTS 0
-#endif
-#if COOP_GLOBAL_FRAGMENTS && (!X_HALF || NORM_PROLOGUE || W_BF16)
-#undef COOP_GLOBAL_FRAGMENTS  // staged as usual where it cannot apply (gerbilc --kernel-define sets it for all)
-#define COOP_GLOBAL_FRAGMENTS 0
-#endif
 // COOP_LOOKAHEAD 2: the global loads of slice s + 2 are issued before the products of slice s (two slices'
 // loads in flight, in two sets of registers that take turns), so that each load has two slices' products
 // to arrive in instead of one; 1: slice s + 1's.
@@ -402,7 +404,7 @@ void main() {
 #endif
   const uint slices = SPLIT_SLICES;
 #if COOP_GLOBAL_FRAGMENTS
-  {
+  if (GLOBAL_FRAGMENTS) {
     // Steps of 16 two at a time, each pair's second loaded before the first's products, the next pair's
     // first before the second's (names fixed, no copies).
     const uint kBegin = first * TILE_K, kEnd = min((first + slices) * TILE_K, K);
@@ -416,8 +418,10 @@ void main() {
       multiplyFragments(a1, b1, acc);
     }
     barrier();  // the epilogue's fragments take shared memory no subgroup reads now; kept for the split's
-  }
-#elif COOP_LOOKAHEAD == 2
+  } else
+#endif
+  {
+#if COOP_LOOKAHEAD == 2
   // One slice's turn: slice s + 2's loads issued into `issue` (which held slice s, already stored), slice
   // s's products, then slice s + 1 stored from `ready`. A macro, so that the two sets of registers keep
   // their names (no copies between them that would wait on the loads).
@@ -457,6 +461,7 @@ void main() {
     barrier();
   }
 #endif
+  }
 
 #if SPLIT_K > 1 && !MODE_GATE_UP && !MODE_QKV
   // Publish this split's share of the tile, then count it in; the tile's last split adds the shares.
