@@ -69,31 +69,12 @@ const uint CHUNKS = TILE_K / 8u;  // 16-byte chunks per staged row
 const uint X_WORDS = TILE_T * ROW_WORDS, STAGE_WORDS = (TILE_T + TILE_N) * ROW_WORDS;
 uint xAt(uint slot) { return slot * STAGE_WORDS; }
 uint wAt(uint slot) { return slot * STAGE_WORDS + X_WORDS; }
-// COOP_GLOBAL_FRAGMENTS (experiment): each subgroup loads its fragments straight from the buffers (through
-// the L1, where the workgroup's other subgroups find the rows they share), a step ahead, instead of the
-// workgroup staging slices in shared memory: no staging registers, no shared stores, no barriers in the
-// loop. For f16 rows and weights without a norm prologue, K and TILE_K multiples of 32 and outputs in whole
-// fragments (N and the q/k/v parts multiples of 16); elsewhere the slices are staged as usual. Rows past
-// the step's tokens are read (within the activation's allocation when the prefill chunk is a multiple of
-// TILE_T) and not written.
-#ifndef COOP_GLOBAL_FRAGMENTS
-#define COOP_GLOBAL_FRAGMENTS 0
-#endif
-#if COOP_GLOBAL_FRAGMENTS && (!X_HALF || NORM_PROLOGUE || W_BF16)
-#undef COOP_GLOBAL_FRAGMENTS  // staged as usual where it cannot apply (gerbilc --kernel-define sets it for all)
-#define COOP_GLOBAL_FRAGMENTS 0
-#endif
-const bool GLOBAL_FRAGMENTS = COOP_GLOBAL_FRAGMENTS != 0 && K % 32u == 0u && TILE_K % 32u == 0u && N % 16u == 0u
-#if MODE_QKV
-                              && N_K % 16u == 0u && N_V % 16u == 0u
-#endif
-    ;
 // The epilogue writes the accumulators with bounds checks and the residual through one 16 × 16 f32
 // fragment a subgroup. After the loop's last barrier the staged slices are dead, so the fragments take
 // their memory: 16 subgroups' fragments (16 KiB) would not fit in 48 KiB beside two stages of 128 × 128
 // slices.
 const uint EPILOGUE_FLOATS = WARPS_T * WARPS_N * FRAG * FRAG;
-shared uvec4 tiles_[GLOBAL_FRAGMENTS ? EPILOGUE_FLOATS / 4u : max(COOP_STAGES * STAGE_WORDS, EPILOGUE_FLOATS / 4u)];
+shared uvec4 tiles_[max(COOP_STAGES * STAGE_WORDS, EPILOGUE_FLOATS / 4u)];
 #define storeEpilogue(fragment, at) coopMatStoreNV(fragment, tiles_, (at) / 4u, FRAG / 4u, false)
 #define epilogue(e) uintBitsToFloat(tiles_[(e) / 4u][(e) % 4u])
 #if NORM_PROLOGUE
@@ -134,12 +115,6 @@ struct Staged {
 #define COOP_FRAGMENT_PIPELINE 0
 #endif
 
-// COOP_LOOKAHEAD 2: the global loads of slice s + 2 are issued before the products of slice s (two slices'
-// loads in flight, in two sets of registers that take turns), so that each load has two slices' products
-// to arrive in instead of one; 1: slice s + 1's.
-#ifndef COOP_LOOKAHEAD
-#define COOP_LOOKAHEAD 1
-#endif
 // This workgroup's tile: its column (outputs) and row (tokens). COOP_ROWS_FASTEST: the workgroups that
 // start one after another take the rows of one column (then the next column), instead of the columns of one
 // row: the tile rows of a prefill read each slice of weights close together in time, so that only the first
@@ -295,37 +270,6 @@ void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uin
 #endif
 }
 
-#if COOP_GLOBAL_FRAGMENTS
-// The subgroup's fragments of step k (16 wide) from the buffers: x rows row-major, weight rows column-major
-// (as B), in 16-byte words.
-void loadGlobalFragments(uint k, uint warpT, uint warpN, out FragA a[FRAGS_T], out FragB b[FRAGS_N]) {
-  [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
-    coopMatLoadNV(a[i], x_v4, ((tile_.y * TILE_T + warpT * WARP_T + i * FRAG) * K + k) / 8u, K / 8u, false);
-  [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) {
-#if MODE_GATE_UP
-    uint n = outputOfRow(warpN * WARP_N + j * FRAG);
-    n = n < N ? n : 0u;  // a fragment wholly past the outputs (N a multiple of 16) reads row 0, unwritten
-    if (j % 2u == 0u) coopMatLoadNV(b[j], w_gate_v4, (n * K + k) / 8u, K / 8u, true);
-    else coopMatLoadNV(b[j], w_up_v4, (n * K + k) / 8u, K / 8u, true);
-#elif MODE_QKV
-    uint n = part_.y * TILE_N + warpN * WARP_N + j * FRAG;
-    n = n < part_.z ? n : 0u;
-    if (part_.x == 0u) coopMatLoadNV(b[j], w_q_v4, (n * K + k) / 8u, K / 8u, true);
-    else if (part_.x == 1u) coopMatLoadNV(b[j], w_k_v4, (n * K + k) / 8u, K / 8u, true);
-    else coopMatLoadNV(b[j], w_v_v4, (n * K + k) / 8u, K / 8u, true);
-#else
-    uint n = tile_.x * TILE_N + warpN * WARP_N + j * FRAG;
-    n = n < N ? n : 0u;
-    coopMatLoadNV(b[j], w_v4, (n * K + k) / 8u, K / 8u, true);
-#endif
-  }
-}
-void multiplyFragments(FragA a[FRAGS_T], FragB b[FRAGS_N], inout FragC acc[FRAGS_T][FRAGS_N]) {
-  [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
-    [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
-}
-#endif
-
 #if !MODE_GATE_UP && !MODE_QKV
 // One output of a plain projection, plus the residual; none outside the step's tokens or the N outputs.
 void writeOutput(uint t, uint n, float v) {
@@ -403,46 +347,6 @@ void main() {
   const uint first = 0u;
 #endif
   const uint slices = SPLIT_SLICES;
-#if COOP_GLOBAL_FRAGMENTS
-  if (GLOBAL_FRAGMENTS) {
-    // Steps of 16 two at a time, each pair's second loaded before the first's products, the next pair's
-    // first before the second's (names fixed, no copies).
-    const uint kBegin = first * TILE_K, kEnd = min((first + slices) * TILE_K, K);
-    FragA a0[FRAGS_T], a1[FRAGS_T];
-    FragB b0[FRAGS_N], b1[FRAGS_N];
-    if (kBegin < kEnd) loadGlobalFragments(kBegin, warpT, warpN, a0, b0);
-    for (uint k = kBegin; k < kEnd; k += 2u * FRAG) {
-      loadGlobalFragments(k + FRAG, warpT, warpN, a1, b1);
-      multiplyFragments(a0, b0, acc);
-      if (k + 2u * FRAG < kEnd) loadGlobalFragments(k + 2u * FRAG, warpT, warpN, a0, b0);
-      multiplyFragments(a1, b1, acc);
-    }
-    barrier();  // the epilogue's fragments take shared memory no subgroup reads now; kept for the split's
-  } else
-#endif
-  {
-#if COOP_LOOKAHEAD == 2
-  // One slice's turn: slice s + 2's loads issued into `issue` (which held slice s, already stored), slice
-  // s's products, then slice s + 1 stored from `ready`. A macro, so that the two sets of registers keep
-  // their names (no copies between them that would wait on the loads).
-#define COOP_TURN(s, issue, ready)                                                                     \
-  {                                                                                                     \
-    if ((s) + 2u < slices) loadSlice((first + (s) + 2u) * TILE_K, issue);                               \
-    multiplySlice((s) % COOP_STAGES, acc, warpT, warpN);                                                \
-    if (COOP_STAGES == 1) barrier();                                                                    \
-    if ((s) + 1u < slices) storeSlice(((s) + 1u) % COOP_STAGES, ready);                                 \
-    barrier();                                                                                          \
-  }
-  Staged stagedA, stagedB;
-  loadSlice(first * TILE_K, stagedA);
-  storeSlice(0u, stagedA);
-  if (slices > 1u) loadSlice((first + 1u) * TILE_K, stagedB);
-  barrier();
-  for (uint s = 0; s < slices; s += 2u) {
-    COOP_TURN(s, stagedA, stagedB)
-    if (s + 1u < slices) COOP_TURN(s + 1u, stagedB, stagedA)
-  }
-#else
   Staged staged;
   loadSlice(first * TILE_K, staged);
   storeSlice(0u, staged);
@@ -459,8 +363,6 @@ void main() {
     // before the barrier that ended it.
     if (more) storeSlice((s + 1u) % COOP_STAGES, staged);
     barrier();
-  }
-#endif
   }
 
 #if SPLIT_K > 1 && !MODE_GATE_UP && !MODE_QKV

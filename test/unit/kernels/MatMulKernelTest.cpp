@@ -25,15 +25,6 @@ struct Shape {
 
 class MatMulKernelTest : public KernelTestBase {
 protected:
-  // #defines that replace or add to codegen's in every kernel the test runs (loop variants that codegen
-  // does not choose by itself yet, as gerbil-kernel-bench --define sets them).
-  std::vector<std::pair<std::string, std::string>> kernelDefines_;
-  codegen::KernelSource kernelOf(const MatMulSpec &spec) const {
-    codegen::KernelSource source = codegen::matmulKernel(spec);
-    for (const auto &[name, value] : kernelDefines_) codegen::setDefine(source, name, value);
-    return source;
-  }
-
   // Runs the kernel of `spec` on random inputs and compares every output with the reference.
   void check(MatMulSpec spec, const Shape &shape) {
     spec.k = shape.k;
@@ -69,7 +60,7 @@ protected:
       }
     }
 
-    codegen::KernelSource source = kernelOf(spec);
+    codegen::KernelSource source = codegen::matmulKernel(spec);
     std::vector<CooperativeWay> ways =
         spec.variant == MatMulVariant::Coop
             ? compileCooperative(source, "matmul test kernel")
@@ -124,44 +115,6 @@ protected:
       for (int64_t col = 0; col < n; ++col)
         ASSERT_NEAR(result[row * n + col], expected[row * n + col], tolerance)
             << way.name << " T=" << t << " N=" << n << " K=" << k << ": token " << row << ", output " << col;
-  }
-
-  // A loop variant set by #defines (`kernelDefines_`) on the given tilings against the reference: compiled
-  // both ways everywhere, run where the device has cooperative matrices; with the norm prologue too where
-  // `normToo` (the variant's f32-row path), else f16 rows only.
-  void checkLoopVariant(const std::vector<const char *> &targets, const std::vector<Shape> &shapes,
-                        bool normToo) {
-    auto specFor = [&](const char *target, bool norm) {
-      MatMulSpec spec;
-      spec.variant = MatMulVariant::Coop;
-      spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-      spec.weight = plan::DType::F16;
-      spec.norm = norm;
-      spec.halfInput = !norm;
-      spec.residual = true;
-      spec.eps = 1e-5;
-      return spec;
-    };
-    if (!hasCooperativeMatrix()) {
-      for (const char *target : targets)
-        for (bool norm : {false, normToo}) {
-          MatMulSpec spec = specFor(target, norm);
-          spec.k = 4096;
-          spec.n = 1024;
-          for (const CooperativeWay &way : compileBothWays(compiler_, kernelOf(spec), target))
-            EXPECT_FALSE(way.spirv.empty()) << target << " " << way.name;
-        }
-      GTEST_SKIP() << ctx_->info().name
-                   << " runs no cooperative matrices with subgroups of 32 (compiled and validated only)";
-    }
-    for (const char *target : targets)
-      for (const Shape &shape : shapes)
-        for (bool norm : {false, normToo}) {
-          check(specFor(target, norm), shape);
-          if (IsSkipped()) return;
-          ASSERT_FALSE(HasFatalFailure()) << target;
-          if (!normToo) break;
-        }
   }
 };
 
@@ -291,25 +244,6 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
         }
 }
 
-// Two slices' loads in flight (COOP_LOOKAHEAD=2: two register sets taking turns) on the catalog's wide
-// tilings, one staging buffer or two, split over K or not: K of 1 to 5 slices (odd counts end on the
-// first set's turn), with the norm and the residual.
-TEST_F(MatMulKernelTest, CooperativeMatrixLookaheadMatchesTheReference) {
-  kernelDefines_ = {{"COOP_LOOKAHEAD", "2"}};
-  checkLoopVariant({"nvidia", "nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1",
-                    "nvidia:128x128x64:4x4:1:2", "nvidia:128x128x32:2x4:2"},
-                   {{1, 64, 64}, {7, 100, 128}, {130, 200, 192}, {65, 130, 320}, {200, 256, 256}}, true);
-}
-
-// Fragments loaded by each subgroup from the buffers, no staging (COOP_GLOBAL_FRAGMENTS): f16 rows, N a
-// multiple of 16 and K of 32, whole tiles of tokens (it reads whole tiles), split over K or not.
-TEST_F(MatMulKernelTest, CooperativeMatrixGlobalFragmentsMatchTheReference) {
-  kernelDefines_ = {{"COOP_GLOBAL_FRAGMENTS", "1"}};
-  checkLoopVariant(
-      {"nvidia", "nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1", "nvidia:128x128x64:4x4:1:2"},
-      {{128, 128, 64}, {128, 208, 96}, {256, 256, 320}, {512, 192, 512}}, false);
-}
-
 // matmul_coop_workgroup.glsl (whole tiles of f16 rows, plain projections) on devices with workgroup-scope
 // matrices; compiled both ways elsewhere.
 TEST_F(MatMulKernelTest, WorkgroupScopeMatchesTheReference) {
@@ -404,7 +338,7 @@ protected:
       return sum + (biased[p] ? bias[p][col] : 0.0);
     };
 
-    codegen::KernelSource source = kernelOf(spec);
+    codegen::KernelSource source = codegen::matmulKernel(spec);
     const std::vector<CooperativeWay> ways = compileCooperative(source, "grouped matmul test kernel");
     if (ways.empty())
       GTEST_SKIP() << ctx_->info().name << " runs no cooperative matrices (compiled and validated only)";
@@ -491,58 +425,6 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
       checkGrouped(spec, 37);
       if (HasFatalFailure()) return;
     }
-}
-
-// The grouped projections with two slices' loads in flight, on the catalog's wide tilings: 4 slices (gate/up)
-// and 3 (q/k/v).
-TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjectionsWithLookahead) {
-  kernelDefines_ = {{"COOP_LOOKAHEAD", "2"}};
-  for (const char *target : {"nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1"}) {
-    MatMulSpec spec;
-    spec.variant = codegen::MatMulVariant::Coop;
-    spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-    spec.weight = plan::DType::F16;
-    spec.halfInput = true;
-    spec.halfResult = true;
-    spec.eps = 1e-5;
-    spec.k = 200;
-    spec.mode = MatMulMode::GateUp;
-    spec.n = 150;
-    checkGrouped(spec, 140);
-    if (HasFatalFailure() || IsSkipped()) return;
-    spec.mode = MatMulMode::QKV;
-    spec.halfResult = false;
-    spec.k = 136;
-    spec.n = 192, spec.nK = 40, spec.nV = 64;
-    checkGrouped(spec, 37);
-    if (HasFatalFailure()) return;
-  }
-}
-
-// The grouped projections with fragments loaded from the buffers (COOP_GLOBAL_FRAGMENTS): whole tiles of
-// tokens, parts of whole fragments.
-TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjectionsWithGlobalFragments) {
-  kernelDefines_ = {{"COOP_GLOBAL_FRAGMENTS", "1"}};
-  for (const char *target : {"nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1"}) {
-    MatMulSpec spec;
-    spec.variant = codegen::MatMulVariant::Coop;
-    spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-    spec.weight = plan::DType::F16;
-    spec.halfInput = true;
-    spec.halfResult = true;
-    spec.eps = 1e-5;
-    spec.k = 256;
-    spec.mode = MatMulMode::GateUp;
-    spec.n = 144;
-    checkGrouped(spec, 256);
-    if (HasFatalFailure() || IsSkipped()) return;
-    spec.mode = MatMulMode::QKV;
-    spec.halfResult = false;
-    spec.k = 320;
-    spec.n = 192, spec.nK = 48, spec.nV = 64;
-    checkGrouped(spec, 128);
-    if (HasFatalFailure()) return;
-  }
 }
 
 TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
