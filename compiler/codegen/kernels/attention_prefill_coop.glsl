@@ -13,6 +13,10 @@
 // in (an atomic counter a tile, which it returns to 0) weighs them by exp(max - the rows' max) over the
 // weighted sums and writes the result. A tile with one run writes its result directly.
 // Grid (HEADS, ceil(T / Q_TILE), KEY_SPLITS). HEAD_DIM and KV_TILE multiples of 16, Q_TILE <= 2 · KV_TILE.
+// ATTENTION_SHARED_KEYS (where a kv head serves WARPS query heads, unsplit): the same workgroups take, each,
+// 16 queries of the WARPS heads that share a kv head, one head a subgroup, so that the keys and values are
+// loaded and converted once for the WARPS heads instead of once each, and the causal bound is that of 16
+// queries instead of Q_TILE; the latest queries (the most keys) start first.
 #ifndef KEY_SPLITS
 #define KEY_SPLITS 1
 #endif
@@ -28,6 +32,9 @@
 #ifndef RESULT_HALF
 #define RESULT_HALF 0
 #endif
+#ifndef ATTENTION_SHARED_KEYS
+#define ATTENTION_SHARED_KEYS 0
+#endif
 
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
@@ -39,6 +46,7 @@ const uint K_FRAGS = KV_TILE / FRAG;
 const uint ROW_WORDS = HEAD_DIM / 8u + 1u;
 const uint P_WORDS = KV_TILE / 8u + 1u;
 const float NO_SCORE = -3.0e38;
+const bool SHARED_KEYS = ATTENTION_SHARED_KEYS != 0 && HEADS / KV_HEADS == WARPS && KEY_SPLITS == 1;
 
 #define FragA fcoopmatNV<16, gl_ScopeSubgroup, FRAG, FRAG>
 #define FragB fcoopmatNV<16, gl_ScopeSubgroup, FRAG, FRAG>
@@ -212,10 +220,27 @@ bool sees(uint position, uint key) {
 }
 
 void main() {
-  uint head = gl_WorkGroupID.x, kvHead = head / (HEADS / KV_HEADS);
   uint warp = gl_LocalInvocationIndex / SUBGROUP, lane = gl_LocalInvocationIndex % SUBGROUP;
-  uint t0 = gl_WorkGroupID.y * Q_TILE;
-  uint tLast = min(t0 + Q_TILE, step_.tokens) - 1u;
+  // This subgroup's head and its first query (warpT0); the workgroup's first query t0 and last tLast.
+  uint head, kvHead, t0, warpT0, tLast;
+  if (SHARED_KEYS) {
+    // The grid's HEADS × ceil(T / Q_TILE) workgroups as KV_HEADS × ceil(T / 16) (as many or more: the rest
+    // return), the latest query tiles first.
+    uint linear = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    uint tiles = (step_.tokens + FRAG - 1u) / FRAG, tile = linear / KV_HEADS;
+    if (tile >= tiles) return;
+    kvHead = linear % KV_HEADS;
+    head = kvHead * WARPS + warp;
+    t0 = (tiles - 1u - tile) * FRAG;
+    warpT0 = t0;
+    tLast = min(t0 + FRAG, step_.tokens) - 1u;
+  } else {
+    head = gl_WorkGroupID.x;
+    kvHead = head / (HEADS / KV_HEADS);
+    t0 = gl_WorkGroupID.y * Q_TILE;
+    warpT0 = t0 + warp * FRAG;
+    tLast = min(t0 + Q_TILE, step_.tokens) - 1u;
+  }
   // Keys any query of the tile may see: [tileFirst, tileLast], the same loop for every invocation.
   uint firstPosition = state_.position + t0, lastPosition = state_.position + tLast;
   uint tileFirst = (WINDOW > 0u && firstPosition + 1u > WINDOW) ? firstPosition + 1u - WINDOW : 0u;
@@ -236,12 +261,13 @@ void main() {
 
   // The queries (scaled), rounded to f16 and staged in the key and value tiles (rows [0, KV_TILE) in the
   // keys', the rest in the values'; Q_TILE <= 2 · KV_TILE), then each subgroup's as A fragments held
-  // throughout.
+  // throughout. Row r is query t0 + r of `head`, or with SHARED_KEYS query t0 + r % 16 of subgroup r / 16's.
   for (uint w = gl_LocalInvocationIndex; w < Q_TILE * HEAD_DIM / 8u; w += WORKGROUP) {
-    uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u), t = t0 + r;
+    uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u);
+    uint t = SHARED_KEYS ? t0 + r % FRAG : t0 + r, rowHead = SHARED_KEYS ? kvHead * WARPS + r / FRAG : head;
     vec4 a = vec4(0.0), b = vec4(0.0);
     if (t < step_.tokens) {
-      uint at = ((t * HEADS + head) * HEAD_DIM + 8u * c) / 4u;
+      uint at = ((t * HEADS + rowHead) * HEAD_DIM + 8u * c) / 4u;
       a = q_v4[at] * SCALE;
       b = q_v4[at + 1u] * SCALE;
     }
@@ -259,7 +285,7 @@ void main() {
 
   // Two lanes a row: row `row` of the subgroup's 16, columns [half · KV_TILE / 2, (half + 1) · KV_TILE / 2).
   uint row = lane / 2u, half_ = lane % 2u;
-  uint position = state_.position + t0 + warp * FRAG + row;
+  uint position = state_.position + warpT0 + row;
   float rowMax = NO_SCORE, rowSum = 0.0;
   FragC o[D_FRAGS];
   [[unroll]] for (uint dd = 0; dd < D_FRAGS; ++dd) o[dd] = FragC(0.0);
@@ -321,7 +347,7 @@ void main() {
     subgroupBarrier();
 #if RESULT_HALF
     {  // one 16-byte word of 8 halves a lane: half a row of the fragment
-      uint e = 8u * lane, t = t0 + warp * FRAG + e / FRAG;
+      uint e = 8u * lane, t = warpT0 + e / FRAG;
       if (t < step_.tokens) {
         vec4 a = vec4(sTile_[warp][e], sTile_[warp][e + 1u], sTile_[warp][e + 2u], sTile_[warp][e + 3u]);
         vec4 b = vec4(sTile_[warp][e + 4u], sTile_[warp][e + 5u], sTile_[warp][e + 6u], sTile_[warp][e + 7u]);
@@ -330,7 +356,7 @@ void main() {
     }
 #else
     [[unroll]] for (uint e = lane; e < FRAG * FRAG; e += SUBGROUP) {
-      uint r = e / FRAG, t = t0 + warp * FRAG + r;
+      uint r = e / FRAG, t = warpT0 + r;
       float scale = subgroupShuffle(outputScale, 2u * r);  // row r's lanes are 2r and 2r + 1
       if (t < step_.tokens) store_result((t * HEADS + head) * HEAD_DIM + dd * FRAG + e % FRAG, sTile_[warp][e] * scale);
     }

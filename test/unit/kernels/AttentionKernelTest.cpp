@@ -48,6 +48,8 @@ struct AttentionCase {
   uint32_t loudKeysFrom = 0;
   // The tensor-core kernel's RESCALE_SLACK where not null (a smaller one rescales more often).
   const char *rescaleSlack = nullptr;
+  // The tensor-core kernel with ATTENTION_SHARED_KEYS (the heads of a kv head in one workgroup).
+  bool sharedKeys = false;
 };
 
 class AttentionKernelTest : public KernelTestBase {
@@ -87,6 +89,7 @@ protected:
       ASSERT_EQ(codegen::holdCacheInHalf(source), 2);
     }
     if (c.rescaleSlack) source.defines.emplace_back("RESCALE_SLACK", c.rescaleSlack);
+    if (c.sharedKeys) source.defines.emplace_back("ATTENTION_SHARED_KEYS", "1");
     const std::vector<CooperativeWay> ways =
         coop ? compileCooperative(source, "attention test kernel")
              : std::vector<CooperativeWay>{{"", compiler_.compile(source, "attention test kernel")}};
@@ -389,6 +392,36 @@ TEST_F(AttentionKernelTest, PrefillOnCooperativeMatricesMatchesTheReference) {
   // 64 keys staged at a time (gerbil-kernel-bench --key-tile), which head dims up to 64 fit.
   for (AttentionCase c : {cases[1], cases[4], cases[5]}) {
     c.spec.keyTile = 64;
+    check(c, true);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
+
+// ATTENTION_SHARED_KEYS: a workgroup takes 16 queries of the 4 heads that share a kv head (Llama-3's
+// grouping), unsplit: head dims 64 and 128, one query, queries across 16-query tiles and the grid's
+// 64-query rows, after earlier positions, a sliding window, f16 results; and where it cannot apply (2 heads
+// a kv head, or key splits) the kernel is the usual one.
+TEST_F(AttentionKernelTest, PrefillWithSharedKeysMatchesTheReference) {
+  auto sharedCase = [](codegen::AttentionSpec spec, uint32_t tokens, uint32_t start) {
+    if (spec.keySplits == 0) spec.keySplits = 1;
+    AttentionCase c{spec, tokens, start};
+    c.sharedKeys = true;
+    return c;
+  };
+  codegen::AttentionSpec half{8, 2, 128, 300, 0.088, 0};
+  half.halfResult = true;
+  codegen::AttentionSpec split{8, 2, 64, 300, 0.125, 0};
+  split.keySplits = 4;
+  const AttentionCase cases[] = {
+      sharedCase({4, 1, 64, 300, 0.125, 0}, 1, 0),
+      sharedCase({8, 2, 128, 300, 0.088, 0}, 130, 0),
+      sharedCase({8, 2, 128, 300, 0.088, 0}, 37, 150),
+      sharedCase({4, 1, 64, 300, 0.125, 40}, 150, 20),
+      sharedCase(half, 77, 3),
+      sharedCase({8, 4, 32, 300, 0.17, 0}, 50, 5),
+      sharedCase(split, 90, 10),
+  };
+  for (const AttentionCase &c : cases) {
     check(c, true);
     ASSERT_FALSE(HasFatalFailure());
   }
