@@ -48,8 +48,6 @@ struct AttentionCase {
   uint32_t loudKeysFrom = 0;
   // The tensor-core kernel's RESCALE_SLACK where not null (a smaller one rescales more often).
   const char *rescaleSlack = nullptr;
-  // The tensor-core kernel with ATTENTION_SHARED_KEYS (the heads of a kv head in one workgroup).
-  bool sharedKeys = false;
 };
 
 class AttentionKernelTest : public KernelTestBase {
@@ -89,7 +87,16 @@ protected:
       ASSERT_EQ(codegen::holdCacheInHalf(source), 2);
     }
     if (c.rescaleSlack) source.defines.emplace_back("RESCALE_SLACK", c.rescaleSlack);
-    if (c.sharedKeys) source.defines.emplace_back("ATTENTION_SHARED_KEYS", "1");
+    if (coop) {
+      const bool shared = std::find(source.defines.begin(), source.defines.end(),
+                                    std::pair<std::string, std::string>("ATTENTION_SHARED_KEYS", "1")) !=
+                          source.defines.end();
+      // The heads of a kv head in one workgroup where they are 4 (its subgroups) and the keys unsplit.
+      const int64_t splits =
+          spec.keySplits > 0 ? spec.keySplits : mlir::gerbil::coopAttentionKeySplits(spec.heads);
+      EXPECT_EQ(shared, spec.heads / spec.kvHeads == 4 && splits == 1)
+          << spec.heads << " heads, " << spec.kvHeads << " kv heads, " << splits << " splits";
+    }
     const std::vector<CooperativeWay> ways =
         coop ? compileCooperative(source, "attention test kernel")
              : std::vector<CooperativeWay>{{"", compiler_.compile(source, "attention test kernel")}};
@@ -397,16 +404,14 @@ TEST_F(AttentionKernelTest, PrefillOnCooperativeMatricesMatchesTheReference) {
   }
 }
 
-// ATTENTION_SHARED_KEYS: a workgroup takes 16 queries of the 4 heads that share a kv head (Llama-3's
-// grouping), unsplit: head dims 64 and 128, one query, queries across 16-query tiles and the grid's
-// 64-query rows, after earlier positions, a sliding window, f16 results; and where it cannot apply (2 heads
-// a kv head, or key splits) the kernel is the usual one.
+// ATTENTION_SHARED_KEYS, which codegen sets for 4 heads a kv head (Llama-3's grouping) unsplit: a
+// workgroup takes 16 queries of the 4 heads: head dims 64 and 128, one query, queries across 16-query tiles
+// and the grid's 64-query rows, after earlier positions, a sliding window, f16 results; and where it does
+// not apply (2 heads a kv head, or key splits) the usual kernel.
 TEST_F(AttentionKernelTest, PrefillWithSharedKeysMatchesTheReference) {
   auto sharedCase = [](codegen::AttentionSpec spec, uint32_t tokens, uint32_t start) {
     if (spec.keySplits == 0) spec.keySplits = 1;
-    AttentionCase c{spec, tokens, start};
-    c.sharedKeys = true;
-    return c;
+    return AttentionCase{spec, tokens, start};
   };
   codegen::AttentionSpec half{8, 2, 128, 300, 0.088, 0};
   half.halfResult = true;
