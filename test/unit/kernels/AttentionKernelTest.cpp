@@ -409,7 +409,7 @@ TEST_F(AttentionKernelTest, PrefillOnCooperativeMatricesMatchesTheReference) {
 // and the grid's 64-query rows, after earlier positions, a sliding window, f16 results; and where it does
 // not apply (2 heads a kv head, or key splits) the usual kernel.
 TEST_F(AttentionKernelTest, PrefillWithSharedKeysMatchesTheReference) {
-  auto sharedCase = [](codegen::AttentionSpec spec, uint32_t tokens, uint32_t start) {
+  auto unsplit = [](codegen::AttentionSpec spec, uint32_t tokens, uint32_t start) {
     if (spec.keySplits == 0) spec.keySplits = 1;
     return AttentionCase{spec, tokens, start};
   };
@@ -418,13 +418,13 @@ TEST_F(AttentionKernelTest, PrefillWithSharedKeysMatchesTheReference) {
   codegen::AttentionSpec split{8, 2, 64, 300, 0.125, 0};
   split.keySplits = 4;
   const AttentionCase cases[] = {
-      sharedCase({4, 1, 64, 300, 0.125, 0}, 1, 0),
-      sharedCase({8, 2, 128, 300, 0.088, 0}, 130, 0),
-      sharedCase({8, 2, 128, 300, 0.088, 0}, 37, 150),
-      sharedCase({4, 1, 64, 300, 0.125, 40}, 150, 20),
-      sharedCase(half, 77, 3),
-      sharedCase({8, 4, 32, 300, 0.17, 0}, 50, 5),
-      sharedCase(split, 90, 10),
+      unsplit({4, 1, 64, 300, 0.125, 0}, 1, 0),
+      unsplit({8, 2, 128, 300, 0.088, 0}, 130, 0),
+      unsplit({8, 2, 128, 300, 0.088, 0}, 37, 150),
+      unsplit({4, 1, 64, 300, 0.125, 40}, 150, 20),
+      unsplit(half, 77, 3),
+      unsplit({8, 4, 32, 300, 0.17, 0}, 50, 5),
+      unsplit(split, 90, 10),
   };
   for (const AttentionCase &c : cases) {
     check(c, true);
