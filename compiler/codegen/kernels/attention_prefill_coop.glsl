@@ -13,11 +13,11 @@
 // in (an atomic counter a tile, which it returns to 0) weighs them by exp(max - the rows' max) over the
 // weighted sums and writes the result. A tile with one run writes its result directly.
 // Grid (HEADS, ceil(T / Q_TILE), KEY_SPLITS). HEAD_DIM and KV_TILE multiples of 16, Q_TILE <= 2 · KV_TILE.
-// ATTENTION_SHARED_KEYS (codegen sets it where a kv head serves WARPS query heads, unsplit; the kernel checks
-// the same): the same workgroups take, each,
-// 16 queries of the WARPS heads that share a kv head, one head a subgroup, so that the keys and values are
-// loaded and converted once for the WARPS heads instead of once each, and the causal bound is that of 16
-// queries instead of Q_TILE; the latest queries (the most keys) start first.
+// ATTENTION_SHARED_KEYS (codegen sets it where a kv head serves WARPS query heads and the keys are not
+// split; the kernel checks the same): the same workgroups take, each, 16 queries of the WARPS heads that
+// share a kv head, one head a subgroup, so that the keys and values are loaded and converted once for the
+// WARPS heads instead of once each, and the causal bound is that of 16 queries instead of Q_TILE; the
+// latest queries (the most keys) start first.
 #ifndef KEY_SPLITS
 #define KEY_SPLITS 1
 #endif
