@@ -3,6 +3,8 @@
 // command buffers and query pools simple to reuse.
 #include "runtime/vulkan/Device.h"
 
+#include "runtime/support/ParallelCopy.h"
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -1130,7 +1132,7 @@ void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t by
   // Host writes before vkQueueSubmit are visible to the device without a barrier, so mapped memory is simply
   // written (no submission can be running: every submission is waited for).
   if (dst.mapped_) {
-    std::memcpy(static_cast<char *>(dst.mapped_) + offset, data, bytes);
+    support::copyInParallel(static_cast<char *>(dst.mapped_) + offset, data, bytes);
     return;
   }
   Impl &s = *impl_;
@@ -1138,7 +1140,7 @@ void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t by
   const char *source = static_cast<const char *>(data);
   for (uint64_t done = 0; done < bytes;) {
     uint64_t chunk = std::min(bytes - done, s.stagingBytes);
-    std::memcpy(s.stagingMapped, source + done, chunk);
+    support::copyInParallel(s.stagingMapped, source + done, chunk);
     VkCommandBuffer cmd = beginCommands();
     allComputeAndTransferBarrier(cmd); // earlier dispatches reading or writing dst finish first
     VkBufferCopy region{0, offset + done, chunk};
