@@ -16,6 +16,7 @@ namespace gerbil::support {
 // part. Where a thread cannot be started, the calling thread copies its part.
 inline void copyInParallel(void *destination, const void *source, uint64_t bytes, unsigned maxThreads = 0,
                            uint64_t minimumPerThread = 8ull << 20) {
+  if (bytes == 0) return; // memcpy may not be given the null pointers of empty ranges
   auto *to = static_cast<char *>(destination);
   const auto *from = static_cast<const char *>(source);
   unsigned threads = maxThreads ? maxThreads : std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
