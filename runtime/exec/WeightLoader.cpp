@@ -1,16 +1,14 @@
 #include "runtime/exec/WeightLoader.h"
 
+#include "runtime/support/Parallel.h"
 #include "runtime/weights/HalfConversion.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 
 namespace gerbil::exec {
 namespace {
@@ -108,35 +106,6 @@ bool sameEncoding(weights::TensorDType source, plan::DType device) {
          (source == TensorDType::BF16 && device == plan::DType::BF16);
 }
 
-// Runs work(begin, end) over [0, count) split across the host's cores, for items of `itemSize` elements:
-// converting a large model element by element on one core took most of its load time (52 s for
-// Llama-3-8B on the GPU machine). Small weights stay on the calling thread.
-void parallelRanges(int64_t count, int64_t itemSize, const std::function<void(int64_t, int64_t)> &work) {
-  const int64_t minimumPerThread = 1 << 20; // elements
-  int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), 32);
-  threads = std::clamp<int64_t>(count * std::max<int64_t>(itemSize, 1) / minimumPerThread, 1, threads);
-  threads = std::min(threads, count);
-  if (threads <= 1) {
-    work(0, count);
-    return;
-  }
-  std::vector<std::thread> pool;
-  std::exception_ptr failure;
-  std::mutex failureLock;
-  const int64_t per = (count + threads - 1) / threads;
-  for (int64_t begin = 0; begin < count; begin += per)
-    pool.emplace_back([&, begin] {
-      try {
-        work(begin, std::min(count, begin + per));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failureLock);
-        if (!failure) failure = std::current_exception();
-      }
-    });
-  for (std::thread &t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
-}
-
 // deviceBytesInPlace, for a weight whose shape was checked.
 const uint8_t *bytesInPlace(const plan::Weight &w, const weights::TensorView &t) {
   const int64_t cols = w.shape.size() > 1 ? w.shape[1] : 1, sourceCols = t.shape.size() > 1 ? t.shape[1] : 1;
@@ -210,7 +179,7 @@ void convertWeightInto(const plan::Weight &w, const weights::TensorView &t,
       if (const uint8_t *whole = bytesInPlace(w, t)) {
         std::memcpy(out.data(), whole, out.size());
       } else {
-        parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
+        support::parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
           for (int64_t r = begin; r < end; ++r)
             std::memcpy(out.data() + size_t(r) * rowBytes, source + size_t(r * sourceCols) * element,
                         rowBytes);
@@ -218,7 +187,7 @@ void convertWeightInto(const plan::Weight &w, const weights::TensorView &t,
       }
       return;
     }
-    parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
+    support::parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
       std::vector<float> row(cols);
       for (int64_t r = begin; r < end; ++r) {
         weights::convertToF32(t, (r + rowOffset) * sourceCols + colOffset, cols, row.data());
@@ -232,7 +201,7 @@ void convertWeightInto(const plan::Weight &w, const weights::TensorView &t,
   }
   // Transposed (GPT-2 Conv1D [in, out]): the source row c holds column c of the weight.
   int64_t sourceRowLength = t.shape[1];
-  parallelRanges(cols, rows, [&](int64_t begin, int64_t end) {
+  support::parallelRanges(cols, rows, [&](int64_t begin, int64_t end) {
     std::vector<float> sourceRow(sourceRowLength);
     for (int64_t c = begin; c < end; ++c) {
       weights::convertToF32(t, (c + colOffset) * sourceRowLength, sourceRowLength, sourceRow.data());

@@ -3,7 +3,7 @@
 // command buffers and query pools simple to reuse.
 #include "runtime/vulkan/Device.h"
 
-#include "runtime/support/ParallelCopy.h"
+#include "runtime/support/Parallel.h"
 
 #include <algorithm>
 #include <atomic>

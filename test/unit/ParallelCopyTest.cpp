@@ -1,7 +1,7 @@
 // support::copyInParallel, which uploads weights from a mapped checkpoint across the host's cores: every
 // byte copied once, whatever the size and the threads (parts of whole pages, a last part shorter, more
 // threads asked than parts).
-#include "runtime/support/ParallelCopy.h"
+#include "runtime/support/Parallel.h"
 
 #include <gtest/gtest.h>
 
