@@ -68,6 +68,18 @@ inline CLI::Option *addSpinWaitOption(CLI::App &app, std::optional<uint32_t> &mi
       ->check(number(0, false, std::numeric_limits<uint32_t>::max()));
 }
 
+// --weight-block-mib as gerbil-exec and gerbil-bench take it (exec::uploadWeights' blockBytes).
+inline CLI::Option *addWeightBlockOption(CLI::App &app, uint64_t &mebibytes, uint64_t defaultMebibytes) {
+  mebibytes = defaultMebibytes;
+  return app
+      .add_option("--weight-block-mib", mebibytes,
+                  "The weights share device allocations of up to this many MiB (0: one allocation a "
+                  "weight; default " +
+                      std::to_string(defaultMebibytes) + ")")
+      ->check(unsignedInteger())
+      ->check(number(0, false, 1 << 20));
+}
+
 // Edit distance, for "did you mean".
 inline size_t editDistance(const std::string &a, const std::string &b) {
   std::vector<size_t> row(b.size() + 1);

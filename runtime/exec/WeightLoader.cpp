@@ -237,15 +237,22 @@ const std::vector<float> &columnScales(const plan::Plan &plan, const weights::Ch
 } // namespace
 
 LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
-                            const weights::Checkpoint &checkpoint, const ProgressFn &progress) {
+                            const weights::Checkpoint &checkpoint, const ProgressFn &progress,
+                            uint64_t blockBytes) {
   LoadedWeights loaded;
   uint64_t total = 0;
-  for (const plan::Weight &w : plan.weights) total += w.bytes();
+  std::vector<vk::BufferRequest> requests;
+  for (const plan::Weight &w : plan.weights) {
+    total += w.bytes();
+    requests.push_back({w.bytes(), "weight '" + w.name + "'"});
+  }
+  std::vector<vk::Buffer> buffers = context.createBuffers(requests, blockBytes);
   std::vector<uint8_t> converted; // reused: its pages stay mapped from one weight to the next
   std::map<int32_t, std::vector<float>> scales; // folded norm weights, converted once for all their matrices
-  for (const plan::Weight &w : plan.weights) {
+  for (size_t i = 0; i < plan.weights.size(); ++i) {
+    const plan::Weight &w = plan.weights[i];
     const weights::TensorView &t = findTensor(w, checkpoint);
-    vk::Buffer buffer = context.createBuffer(w.bytes(), "weight '" + w.name + "'");
+    vk::Buffer &buffer = buffers[i];
     // Straight from the mapped file where the bytes are already the device's; else through a conversion.
     if (const uint8_t *inPlace = deviceBytesInPlace(w, t)) {
       context.upload(buffer, 0, inPlace, w.bytes());
@@ -256,10 +263,10 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
       convertWeightInto(w, t, columnScale, converted);
       context.upload(buffer, 0, converted.data(), converted.size());
     }
-    loaded.buffers.push_back(std::move(buffer));
     loaded.bytes += w.bytes();
     if (progress) progress(loaded.bytes, total);
   }
+  loaded.buffers = std::move(buffers); // the vector's storage moves; the buffers stay where they are
   return loaded;
 }
 

@@ -45,8 +45,11 @@ void convertWeightInto(const plan::Weight &weight, const weights::TensorView &te
 // convertWeight.
 const uint8_t *deviceBytesInPlace(const plan::Weight &weight, const weights::TensorView &tensor);
 
+// The weights share device allocations of up to blockBytes (vk::Context::createBuffers; 0: one each).
+inline constexpr uint64_t kDefaultWeightBlockBytes = 1ull << 30;
 LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
-                            const weights::Checkpoint &checkpoint, const ProgressFn &progress);
+                            const weights::Checkpoint &checkpoint, const ProgressFn &progress,
+                            uint64_t blockBytes = kDefaultWeightBlockBytes);
 
 bool globMatch(const std::string &pattern, const std::string &text);
 

@@ -3,7 +3,7 @@
 // command buffers and query pools simple to reuse.
 #include "runtime/vulkan/Device.h"
 
-#include "runtime/support/Parallel.h"
+#include "runtime/vulkan/ContextImpl.h"
 
 #include <algorithm>
 #include <atomic>
@@ -16,10 +16,13 @@
 
 namespace gerbil::vk {
 
+using detail::allComputeAndTransferBarrier;
+using detail::check;
+using detail::InstanceHandles;
+using detail::mebibytes;
+
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kEmptyBufferBytes = 16;
 constexpr uint64_t kFenceTimeoutSeconds = 120;
 constexpr uint32_t kSpirvMagic = 0x07230203;
 constexpr uint32_t kSetsPerDescriptorPool = 1024;
@@ -32,16 +35,6 @@ constexpr const char *kNoDeviceMessage =
 // Counts validation errors of every context, so that a test can also see the ones reported while a context
 // is destroyed (objects leaked at vkDestroyDevice), when there is no context left to ask.
 std::atomic<uint32_t> gProcessValidationErrors{0};
-
-std::string mebibytes(uint64_t bytes) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(kMiB));
-  return text;
-}
-
-void check(VkResult result, const std::string &call) {
-  if (result != VK_SUCCESS) throw VulkanError(call, result);
-}
 
 std::string versionString(uint32_t version) {
   return std::to_string(VK_API_VERSION_MAJOR(version)) + "." + std::to_string(VK_API_VERSION_MINOR(version)) +
@@ -97,12 +90,6 @@ bool validationLayerPresent() {
     return std::strcmp(e.extensionName, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) == 0;
   });
 }
-
-struct InstanceHandles {
-  VkInstance instance = VK_NULL_HANDLE;
-  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
-  bool validation = false;
-};
 
 void destroyInstance(InstanceHandles &handles) {
   if (handles.messenger) {
@@ -537,60 +524,6 @@ VulkanError::VulkanError(const std::string &what) : std::runtime_error(what) {}
 // ---------------------------------------------------------------------------------------------------------
 // Context state. Its destructor releases everything, so a constructor that throws half-way leaks nothing.
 
-struct Context::Impl {
-  std::atomic<uint32_t> validationErrors{0}; // first: the debug messenger points at it until the end
-  InstanceHandles instance;
-  VkPhysicalDevice physical = VK_NULL_HANDLE;
-  VkDevice device = VK_NULL_HANDLE;
-  VkPhysicalDeviceMemoryProperties memory{};
-  VkPhysicalDeviceLimits limits{};
-  uint64_t maxAllocationBytes = UINT64_MAX;
-  uint64_t maxBufferBytes = UINT64_MAX;
-  uint32_t queueFamily = 0;
-  uint32_t timestampValidBits = 0;
-  VkQueue queue = VK_NULL_HANDLE;
-  VkCommandPool commandPool = VK_NULL_HANDLE;
-  std::vector<VkCommandBuffer> idleCommandBuffers; // reset and ready to begin again
-  // Submitted by submit() without a wait; idle again once a later submitAndWait's fence has signalled.
-  std::vector<VkCommandBuffer> submittedCommandBuffers;
-  VkFence fence = VK_NULL_HANDLE;
-  bool forceStaging = false;
-  uint64_t stagingChunkBytes = 64 * kMiB;
-  uint32_t spinWaitMicroseconds = 0;
-
-  // Buffers alive, by handle: descriptor ranges are checked against their sizes, and ~Context frees any left.
-  std::unordered_map<VkBuffer, Buffer *> liveBuffers;
-
-  struct DescriptorPool {
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    uint32_t sets = 0, descriptors = 0;         // capacity
-    uint32_t setsLeft = 0, descriptorsLeft = 0; // what remains until the next reset
-  };
-  std::vector<DescriptorPool> descriptorPools;
-  size_t currentDescriptorPool = 0;
-
-  std::vector<VkPipeline> pipelines;
-  std::vector<VkPipelineLayout> pipelineLayouts;
-  std::vector<VkDescriptorSetLayout> setLayouts;
-
-  VkQueryPool timestampPool = VK_NULL_HANDLE;
-  uint32_t timestampSlots = 0;
-  // Outgrown pools stay until the end: a command buffer being recorded may still name one.
-  std::vector<VkQueryPool> retiredTimestampPools;
-
-  // One host-visible buffer, reused by every staged upload and download (each waits until done).
-  VkBuffer staging = VK_NULL_HANDLE;
-  VkDeviceMemory stagingMemory = VK_NULL_HANDLE;
-  void *stagingMapped = nullptr;
-  uint64_t stagingBytes = 0;
-
-  ~Impl();
-  void destroyStaging();
-  void ensureStaging(uint64_t bytes);
-  VkDescriptorPool addDescriptorPool(uint32_t descriptors);
-  VkDescriptorSet allocateDescriptorSet(VkDescriptorSetLayout layout, uint32_t descriptors);
-};
-
 Context::Impl::~Impl() {
   if (device) {
     vkDeviceWaitIdle(device); // nothing should be in flight, but a timed-out submit may be
@@ -687,68 +620,6 @@ VkDescriptorSet Context::Impl::allocateDescriptorSet(VkDescriptorSetLayout layou
     return set;
   }
 }
-
-// ---------------------------------------------------------------------------------------------------------
-// Buffer
-
-Buffer::Buffer(Buffer &&o) noexcept
-    : ctx_(o.ctx_), buffer_(o.buffer_), memory_(o.memory_), size_(o.size_), mapped_(o.mapped_) {
-  if (ctx_ && buffer_) ctx_->impl_->liveBuffers[buffer_] = this;
-  o.ctx_ = nullptr;
-  o.buffer_ = VK_NULL_HANDLE;
-  o.memory_ = VK_NULL_HANDLE;
-  o.size_ = 0;
-  o.mapped_ = nullptr;
-}
-
-Buffer &Buffer::operator=(Buffer &&o) noexcept {
-  if (this == &o) return *this;
-  release();
-  ctx_ = o.ctx_;
-  buffer_ = o.buffer_;
-  memory_ = o.memory_;
-  size_ = o.size_;
-  mapped_ = o.mapped_;
-  if (ctx_ && buffer_) ctx_->impl_->liveBuffers[buffer_] = this;
-  o.ctx_ = nullptr;
-  o.buffer_ = VK_NULL_HANDLE;
-  o.memory_ = VK_NULL_HANDLE;
-  o.size_ = 0;
-  o.mapped_ = nullptr;
-  return *this;
-}
-
-Buffer::~Buffer() {
-  release();
-}
-
-void Buffer::release() {
-  if (ctx_) {
-    VkDevice device = ctx_->impl_->device;
-    if (buffer_) {
-      ctx_->impl_->liveBuffers.erase(buffer_);
-      vkDestroyBuffer(device, buffer_, nullptr);
-    }
-    if (memory_) vkFreeMemory(device, memory_, nullptr); // unmaps too
-  }
-  ctx_ = nullptr;
-  buffer_ = VK_NULL_HANDLE;
-  memory_ = VK_NULL_HANDLE;
-  size_ = 0;
-  mapped_ = nullptr;
-}
-
-uint64_t Buffer::deviceAddress() const {
-  if (!ctx_ || !buffer_ || !ctx_->hasBufferDeviceAddresses())
-    throw VulkanError("a buffer's device address asked of a context without buffer device addresses");
-  VkBufferDeviceAddressInfo info{};
-  info.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO;
-  info.buffer = buffer_;
-  return vkGetBufferDeviceAddress(ctx_->device(), &info);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Devices
 
 bool DeviceInfo::hasExtension(const std::string &name) const {
   return std::binary_search(extensions.begin(), extensions.end(), name);
@@ -986,206 +857,6 @@ void throwIfValidationFailed() {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Buffers and copies
-
-Buffer Context::createBuffer(uint64_t bytes, const std::string &what, bool hostVisible) {
-  Impl &s = *impl_;
-  if (bytes > UINT64_MAX - 3)
-    throw VulkanError("buffer '" + what + "' of " + std::to_string(bytes) + " bytes is too large");
-  uint64_t size = bytes == 0 ? kEmptyBufferBytes : (bytes + 3) / 4 * 4;
-  auto outOfMemory = [&] {
-    return VulkanError("out of device memory allocating '" + what + "' (" + mebibytes(size) +
-                       "); the device has " + mebibytes(info_.deviceLocalBytes));
-  };
-  if (info_.deviceLocalBytes > 0 && size > info_.deviceLocalBytes) throw outOfMemory();
-  if (size > s.maxBufferBytes)
-    throw VulkanError("buffer '" + what + "' (" + mebibytes(size) +
-                      ") is larger than the device's largest buffer (" + mebibytes(s.maxBufferBytes) + ")");
-  if (size > s.maxAllocationBytes)
-    throw VulkanError("buffer '" + what + "' (" + mebibytes(size) +
-                      ") is larger than the device's largest allocation (" + mebibytes(s.maxAllocationBytes) +
-                      ")");
-
-  // Filled in step by step so that its destructor cleans up whatever was made if a later step throws.
-  Buffer buffer;
-  buffer.ctx_ = this;
-  buffer.size_ = size;
-  VkBufferCreateInfo bufferInfo{};
-  bufferInfo.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
-  bufferInfo.size = size;
-  bufferInfo.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                     VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  if (bufferDeviceAddress_) bufferInfo.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-  bufferInfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  VkResult result = vkCreateBuffer(s.device, &bufferInfo, nullptr, &buffer.buffer_);
-  if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) throw outOfMemory();
-  check(result, "vkCreateBuffer for '" + what + "' (" + mebibytes(size) + ")");
-  s.liveBuffers[buffer.buffer_] = &buffer;
-  VkMemoryRequirements requirements{};
-  vkGetBufferMemoryRequirements(s.device, buffer.buffer_, &requirements);
-
-  // Device-local types first, in the driver's order: the spec orders a type without HOST_VISIBLE before one
-  // with it, so a discrete GPU gets VRAM rather than its small BAR window, and a UMA device its only type.
-  // Each is tried in turn, since a second device-local heap may still have room.
-  std::vector<uint32_t> candidates;
-  constexpr VkMemoryPropertyFlags kHostVisible =
-      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  if (hostVisible && !s.forceStaging) {
-    for (VkMemoryPropertyFlags extra :
-         {VkMemoryPropertyFlags(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT), VkMemoryPropertyFlags(0)})
-      for (uint32_t i = 0; i < s.memory.memoryTypeCount; ++i) {
-        VkMemoryPropertyFlags flags = s.memory.memoryTypes[i].propertyFlags;
-        if ((requirements.memoryTypeBits & (1u << i)) &&
-            (flags & (kHostVisible | extra)) == (kHostVisible | extra) &&
-            std::find(candidates.begin(), candidates.end(), i) == candidates.end())
-          candidates.push_back(i);
-      }
-  }
-  for (uint32_t i = 0; i < s.memory.memoryTypeCount; ++i)
-    if ((requirements.memoryTypeBits & (1u << i)) &&
-        (s.memory.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) &&
-        std::find(candidates.begin(), candidates.end(), i) == candidates.end())
-      candidates.push_back(i);
-  if (candidates.empty())
-    for (uint32_t i = 0; i < s.memory.memoryTypeCount; ++i)
-      if (requirements.memoryTypeBits & (1u << i)) candidates.push_back(i);
-  uint32_t chosenType = UINT32_MAX;
-  for (uint32_t type : candidates) {
-    VkMemoryAllocateInfo allocateInfo{};
-    allocateInfo.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
-    allocateInfo.allocationSize = requirements.size;
-    allocateInfo.memoryTypeIndex = type;
-    VkMemoryAllocateFlagsInfo addressable{};
-    addressable.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO;
-    addressable.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
-    if (bufferDeviceAddress_) allocateInfo.pNext = &addressable;
-    result = vkAllocateMemory(s.device, &allocateInfo, nullptr, &buffer.memory_);
-    if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) continue;
-    check(result, "vkAllocateMemory for '" + what + "' (" + mebibytes(size) + ")");
-    chosenType = type;
-    break;
-  }
-  if (chosenType == UINT32_MAX) throw outOfMemory();
-  check(vkBindBufferMemory(s.device, buffer.buffer_, buffer.memory_, 0),
-        "vkBindBufferMemory for '" + what + "'");
-
-  constexpr VkMemoryPropertyFlags kMappable =
-      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  if ((s.memory.memoryTypes[chosenType].propertyFlags & kMappable) == kMappable && !s.forceStaging)
-    check(vkMapMemory(s.device, buffer.memory_, 0, VK_WHOLE_SIZE, 0, &buffer.mapped_),
-          "vkMapMemory for '" + what + "'");
-  return buffer; // the move constructor re-registers the new address in liveBuffers
-}
-
-namespace {
-
-VkCommandBuffer allocateCommandBuffer(VkDevice device, VkCommandPool pool) {
-  VkCommandBufferAllocateInfo info{};
-  info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-  info.commandPool = pool;
-  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  info.commandBufferCount = 1;
-  VkCommandBuffer cmd = VK_NULL_HANDLE;
-  check(vkAllocateCommandBuffers(device, &info, &cmd), "vkAllocateCommandBuffers");
-  return cmd;
-}
-
-// Fence waits make device writes available but not visible to the host: mapped buffers need this barrier.
-void barrierToHost(VkCommandBuffer cmd) {
-  VkMemoryBarrier toHost{};
-  toHost.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-  toHost.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
-}
-
-// Orders every earlier compute and transfer write before every later compute and transfer access, in this
-// command buffer and in later submissions (a barrier reaches back through the queue's submission order).
-void allComputeAndTransferBarrier(VkCommandBuffer cmd) {
-  VkMemoryBarrier barrier{};
-  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
-}
-
-void checkCopyRange(const char *operation, const Buffer &buffer, uint64_t offset, uint64_t bytes,
-                    const void *data) {
-  if (!buffer.handle())
-    throw VulkanError(std::string(operation) + ": the buffer is empty (moved from or freed)");
-  if (offset > buffer.size() || bytes > buffer.size() - offset)
-    throw VulkanError(std::string(operation) + " of " + std::to_string(bytes) + " bytes at offset " +
-                      std::to_string(offset) + " is outside the buffer of " + std::to_string(buffer.size()) +
-                      " bytes");
-  if (bytes > 0 && !data) throw VulkanError(std::string(operation) + ": no host memory given");
-}
-
-} // namespace
-
-void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t bytes) {
-  checkCopyRange("upload", dst, offset, bytes, data);
-  if (dst.ctx_ != this) throw VulkanError("upload: the buffer belongs to another context");
-  if (bytes == 0) return;
-  // Host writes before vkQueueSubmit are visible to the device without a barrier, so mapped memory is simply
-  // written (no submission can be running: every submission is waited for).
-  if (dst.mapped_) {
-    support::copyInParallel(static_cast<char *>(dst.mapped_) + offset, data, bytes);
-    return;
-  }
-  Impl &s = *impl_;
-  s.ensureStaging(bytes);
-  const char *source = static_cast<const char *>(data);
-  for (uint64_t done = 0; done < bytes;) {
-    uint64_t chunk = std::min(bytes - done, s.stagingBytes);
-    support::copyInParallel(s.stagingMapped, source + done, chunk);
-    VkCommandBuffer cmd = beginCommands();
-    allComputeAndTransferBarrier(cmd); // earlier dispatches reading or writing dst finish first
-    VkBufferCopy region{0, offset + done, chunk};
-    vkCmdCopyBuffer(cmd, s.staging, dst.buffer_, 1, &region);
-    allComputeAndTransferBarrier(cmd); // later dispatches see the copy
-    submitAndWait(cmd);
-    done += chunk;
-  }
-}
-
-void Context::download(const Buffer &src, uint64_t offset, void *data, uint64_t bytes) {
-  checkCopyRange("download", src, offset, bytes, data);
-  if (src.ctx_ != this) throw VulkanError("download: the buffer belongs to another context");
-  if (bytes == 0) return;
-  // submitAndWait ends every command buffer with a barrier to the host, so mapped memory is up to date.
-  if (src.mapped_) {
-    std::memcpy(data, static_cast<const char *>(src.mapped_) + offset, bytes);
-    return;
-  }
-  Impl &s = *impl_;
-  s.ensureStaging(bytes);
-  char *destination = static_cast<char *>(data);
-  for (uint64_t done = 0; done < bytes;) {
-    uint64_t chunk = std::min(bytes - done, s.stagingBytes);
-    VkCommandBuffer cmd = beginCommands();
-    allComputeAndTransferBarrier(cmd);
-    VkBufferCopy region{offset + done, 0, chunk};
-    vkCmdCopyBuffer(cmd, src.buffer_, s.staging, 1, &region);
-    submitAndWait(cmd);
-    std::memcpy(destination + done, s.stagingMapped, chunk);
-    done += chunk;
-  }
-}
-
-void Context::fill(Buffer &dst, uint32_t value) {
-  if (!dst.buffer_) throw VulkanError("fill: the buffer is empty (moved from or freed)");
-  if (dst.ctx_ != this) throw VulkanError("fill: the buffer belongs to another context");
-  VkCommandBuffer cmd = beginCommands();
-  allComputeAndTransferBarrier(cmd);
-  vkCmdFillBuffer(cmd, dst.buffer_, 0, VK_WHOLE_SIZE, value); // size() is a multiple of 4: all of it
-  allComputeAndTransferBarrier(cmd);
-  submitAndWait(cmd);
-}
-
-// ---------------------------------------------------------------------------------------------------------
 // Pipelines and descriptor sets
 
 Pipeline Context::createPipeline(const std::vector<uint32_t> &spirv, uint32_t numBindings,
@@ -1317,6 +988,31 @@ void Context::resetDescriptorSets() {
 
 // ---------------------------------------------------------------------------------------------------------
 // Command buffers
+
+namespace {
+
+VkCommandBuffer allocateCommandBuffer(VkDevice device, VkCommandPool pool) {
+  VkCommandBufferAllocateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  info.commandPool = pool;
+  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  info.commandBufferCount = 1;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  check(vkAllocateCommandBuffers(device, &info, &cmd), "vkAllocateCommandBuffers");
+  return cmd;
+}
+
+// Fence waits make device writes available but not visible to the host: mapped buffers need this barrier.
+void barrierToHost(VkCommandBuffer cmd) {
+  VkMemoryBarrier toHost{};
+  toHost.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  toHost.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
+}
+
+} // namespace
 
 VkCommandBuffer Context::beginCommands() {
   Impl &s = *impl_;

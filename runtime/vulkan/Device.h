@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -131,6 +132,9 @@ private:
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   uint64_t size_ = 0;
   void *mapped_ = nullptr; // set when the memory is host-visible and coherent: copies bypass staging
+  // A block of memory that this buffer shares with others (Context::createBuffers); memory_ is then null.
+  struct SharedMemory;
+  std::shared_ptr<const SharedMemory> sharedMemory_;
   void release();
 };
 
@@ -146,6 +150,11 @@ struct BufferRange {
   VkBuffer buffer = VK_NULL_HANDLE;
   uint64_t offset = 0;
   uint64_t size = 0; // VK_WHOLE_SIZE allowed
+};
+
+struct BufferRequest {
+  uint64_t bytes = 0;
+  std::string what; // named in errors
 };
 
 class Context {
@@ -171,6 +180,11 @@ public:
   // hostVisible: memory the host maps (small per-step inputs written without a staging copy); device-local
   // host-visible memory is preferred where the device has it.
   Buffer createBuffer(uint64_t bytes, const std::string &what, bool hostVisible = false);
+  // Device-local buffers that share allocations of at most blockBytes each, in request order (a buffer
+  // larger than that has one of its own; blockBytes 0: every buffer its own, as createBuffer). Few large
+  // allocations leave the driver free to map them with large pages: a model's weights in one allocation
+  // each were read slower by kernels that reached many of them (docs/decode-latency.md).
+  std::vector<Buffer> createBuffers(std::span<const BufferRequest> requests, uint64_t blockBytes);
   // Host <-> device copies through a staging buffer; they wait until done.
   void upload(Buffer &dst, uint64_t offset, const void *data, uint64_t bytes);
   void download(const Buffer &src, uint64_t offset, void *data, uint64_t bytes);
@@ -215,6 +229,12 @@ public:
 
 private:
   friend class Buffer;
+  // Buffers.cpp: the steps createBuffer and createBuffers share.
+  uint64_t checkedBufferSize(uint64_t bytes, const std::string &what) const;
+  VulkanError outOfMemory(const std::string &what, uint64_t bytes) const;
+  VkMemoryRequirements createHandle(Buffer &buffer, uint64_t size, const std::string &what);
+  VkDeviceMemory allocateMemory(uint64_t bytes, uint32_t typeBits, bool hostVisible, const std::string &what,
+                                bool &mappable);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   DeviceInfo info_;

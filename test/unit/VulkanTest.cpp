@@ -257,6 +257,76 @@ TEST(VulkanBuffers, MoveTransfersOwnership) {
   EXPECT_EQ(survivor.handle(), VkBuffer(VK_NULL_HANDLE));
 }
 
+// Buffers sharing blocks (the weights' way): each keeps its own bytes, through mapped memory and through
+// staging, dispatches read and write them at their offsets, and a block lives as long as any of its buffers.
+TEST(VulkanBuffers, BuffersInSharedBlocksKeepTheirOwnBytes) {
+  for (bool staged : {false, true}) {
+    ContextOptions options;
+    options.forceStaging = staged;
+    options.stagingChunkBytes = 64 << 10;
+    CONTEXT_OR_SKIP(ctx, options);
+    // 128 KiB blocks: the first three share one, 300000 bytes get one of their own, the last two share one.
+    const std::vector<BufferRequest> requests = {{1000, "a"},   {0, "empty"}, {70000, "b"},
+                                                 {300000, "c"}, {4000, "x"},  {4000, "y"}};
+    std::vector<Buffer> buffers = ctx->createBuffers(requests, 128 << 10);
+    ASSERT_EQ(buffers.size(), requests.size());
+    EXPECT_EQ(buffers[1].size(), 16u);
+    if (buffers[0].mappedData() && buffers[2].mappedData()) { // one mapping a block: they lie close
+      auto gap = static_cast<char *>(buffers[2].mappedData()) - static_cast<char *>(buffers[0].mappedData());
+      EXPECT_GE(gap, 1016);
+      EXPECT_LT(gap, 128 << 10);
+    }
+    std::vector<std::vector<uint8_t>> sent;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      sent.push_back(bytePattern(buffers[i].size(), uint32_t(10 + i)));
+      ctx->upload(buffers[i], 0, sent[i].data(), sent[i].size());
+    }
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      std::vector<uint8_t> received(buffers[i].size());
+      ctx->download(buffers[i], 0, received.data(), received.size());
+      EXPECT_EQ(received, sent[i]) << requests[i].what << (staged ? ", staged" : "");
+    }
+
+    constexpr uint32_t n = 1000;
+    std::vector<float> input = ramp(n);
+    ctx->upload(buffers[4], 0, input.data(), n * sizeof(float));
+    Pipeline pipeline =
+        ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+    VkDescriptorSet set =
+        ctx->createDescriptorSet(pipeline, {{buffers[4].handle(), 0, 0}, {buffers[5].handle(), 0, 0}});
+    VkCommandBuffer cmd = ctx->beginCommands();
+    recordDoublePlusStart(*ctx, cmd, pipeline, set, n, 3);
+    ctx->submitAndWait(cmd);
+    std::vector<float> output(n);
+    ctx->download(buffers[5], 0, output.data(), n * sizeof(float));
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(output[i], 2.0f * input[i] + 3.0f) << "element " << i;
+    std::vector<uint8_t> neighbour(buffers[3].size());
+    ctx->download(buffers[3], 0, neighbour.data(), neighbour.size());
+    EXPECT_EQ(neighbour, sent[3]) << "the dispatch wrote past its buffer";
+
+    // The block outlives the buffers freed before the one kept.
+    Buffer kept = std::move(buffers[2]);
+    buffers.clear();
+    std::vector<uint8_t> received(kept.size());
+    ctx->download(kept, 0, received.data(), received.size());
+    EXPECT_EQ(received, sent[2]);
+    ctx.reset();
+    EXPECT_EQ(kept.handle(), VkBuffer(VK_NULL_HANDLE));
+  }
+}
+
+TEST(VulkanBuffers, BlocksNameTheirBuffersWhenOutOfMemory) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  try {
+    ctx->createBuffers(std::vector<BufferRequest>{{1ull << 40, "weight 'huge'"}}, 1 << 20);
+    FAIL() << "a 1 TiB buffer was allocated";
+  } catch (const VulkanError &e) {
+    EXPECT_NE(std::string(e.what()).find("out of device memory allocating 'weight 'huge''"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(VulkanBuffers, DeviceAddressesWhereAsked) {
   {
     CONTEXT_OR_SKIP(plain, ContextOptions{});

@@ -86,6 +86,8 @@ int main(int argc, char **argv) {
                  "Dispatches in the first part of a prefill step (0: as many as the others)")
       ->capture_default_str();
   gerbil::cli::addSpinWaitOption(app, spinWait, gerbil::vk::kDefaultSpinWaitMicroseconds);
+  uint64_t weightBlockMiB = 0;
+  gerbil::cli::addWeightBlockOption(app, weightBlockMiB, gerbil::exec::kDefaultWeightBlockBytes >> 20);
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
   CLI11_PARSE(app, argc, argv);
@@ -101,7 +103,7 @@ int main(int argc, char **argv) {
     gerbil::vk::Context context(options);
     gerbil::exec::checkDevice(plan, context.info());
     auto loadStart = Clock::now();
-    auto weights = gerbil::exec::uploadWeights(context, plan, checkpoint, {});
+    auto weights = gerbil::exec::uploadWeights(context, plan, checkpoint, {}, weightBlockMiB << 20);
     double loadMs = msSince(loadStart);
     uint64_t weightBytes = weights.bytes;
     gerbil::exec::Executor executor(context, plan, std::move(weights));

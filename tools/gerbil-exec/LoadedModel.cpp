@@ -41,12 +41,14 @@ LoadedModel::LoadedModel(const plan::Plan &plan, const std::string &weightsDir, 
         (plan.kvCache.dtype == plan::DType::F32 ? " or --kv-dtype f16" : "") +
         (f32Matrices ? ", or --dtype f16" : ""));
   auto loadStart = Clock::now();
-  exec::LoadedWeights weights =
-      exec::uploadWeights(*context_, plan, checkpoint, [&](uint64_t done, uint64_t total) {
+  exec::LoadedWeights weights = exec::uploadWeights(
+      *context_, plan, checkpoint,
+      [&](uint64_t done, uint64_t total) {
         if (showProgress)
           std::fprintf(stderr, "\rloading weights %5.1f%% (%.1f / %.1f MiB)",
                        100.0 * done / std::max<uint64_t>(total, 1), done / 1048576.0, total / 1048576.0);
-      });
+      },
+      options.weightBlockMiB << 20);
   if (showProgress) std::fprintf(stderr, "\n");
   loadMs_ = msSince(loadStart);
   executor_ = std::make_unique<exec::Executor>(*context_, plan, std::move(weights));

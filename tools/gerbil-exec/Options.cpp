@@ -1,5 +1,6 @@
 #include "tools/gerbil-exec/Options.h"
 
+#include "runtime/exec/WeightLoader.h"
 #include "runtime/vulkan/Device.h"
 #include "tools/CliHelpers.h"
 
@@ -61,6 +62,7 @@ void addOptions(CLI::App &app, Options &o) {
                "Print one JSON object with the ids, text and timings on stdout (one per chat turn)");
   app.add_flag("--validation", o.validation, "Enable the Vulkan validation layers");
   cli::addSpinWaitOption(app, o.spinWaitMicroseconds, vk::kDefaultSpinWaitMicroseconds);
+  cli::addWeightBlockOption(app, o.weightBlockMiB, exec::kDefaultWeightBlockBytes >> 20);
   app.footer(
       "Examples:\n"
       "  gerbilc MODEL/config.json -o model.plan       compile once (MODEL: a HuggingFace model folder)\n"

@@ -35,6 +35,7 @@ struct Options {
   bool json = false, listDevices = false, deviceInfo = false, planInfo = false, validation = false;
   int device = -1;
   std::optional<uint32_t> spinWaitMicroseconds; // unset: the runtime's default (vk::ContextOptions)
+  uint64_t weightBlockMiB = 0;                  // exec::uploadWeights' blockBytes, in MiB
 };
 
 void addOptions(CLI::App &app, Options &options);

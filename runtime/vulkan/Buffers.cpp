@@ -1,0 +1,332 @@
+// Buffers, the device memory behind them, and the copies between them and the host.
+#include "runtime/vulkan/ContextImpl.h"
+
+#include "runtime/support/Parallel.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gerbil::vk {
+
+using detail::allComputeAndTransferBarrier;
+using detail::check;
+using detail::mebibytes;
+
+struct Buffer::SharedMemory {
+  VkDevice device = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  SharedMemory(VkDevice d, VkDeviceMemory m) : device(d), memory(m) {}
+  SharedMemory(const SharedMemory &) = delete;
+  SharedMemory &operator=(const SharedMemory &) = delete;
+  ~SharedMemory() { vkFreeMemory(device, memory, nullptr); } // unmaps too
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Buffer
+
+Buffer::Buffer(Buffer &&o) noexcept
+    : ctx_(o.ctx_), buffer_(o.buffer_), memory_(o.memory_), size_(o.size_), mapped_(o.mapped_),
+      sharedMemory_(std::move(o.sharedMemory_)) {
+  if (ctx_ && buffer_) ctx_->impl_->liveBuffers[buffer_] = this;
+  o.ctx_ = nullptr;
+  o.buffer_ = VK_NULL_HANDLE;
+  o.memory_ = VK_NULL_HANDLE;
+  o.size_ = 0;
+  o.mapped_ = nullptr;
+}
+
+Buffer &Buffer::operator=(Buffer &&o) noexcept {
+  if (this == &o) return *this;
+  release();
+  ctx_ = o.ctx_;
+  buffer_ = o.buffer_;
+  memory_ = o.memory_;
+  size_ = o.size_;
+  mapped_ = o.mapped_;
+  sharedMemory_ = std::move(o.sharedMemory_);
+  if (ctx_ && buffer_) ctx_->impl_->liveBuffers[buffer_] = this;
+  o.ctx_ = nullptr;
+  o.buffer_ = VK_NULL_HANDLE;
+  o.memory_ = VK_NULL_HANDLE;
+  o.size_ = 0;
+  o.mapped_ = nullptr;
+  return *this;
+}
+
+Buffer::~Buffer() {
+  release();
+}
+
+void Buffer::release() {
+  if (ctx_) {
+    VkDevice device = ctx_->impl_->device;
+    if (buffer_) {
+      ctx_->impl_->liveBuffers.erase(buffer_);
+      vkDestroyBuffer(device, buffer_, nullptr);
+    }
+    if (memory_) vkFreeMemory(device, memory_, nullptr); // unmaps too
+  }
+  sharedMemory_.reset(); // frees the block after its last buffer
+  ctx_ = nullptr;
+  buffer_ = VK_NULL_HANDLE;
+  memory_ = VK_NULL_HANDLE;
+  size_ = 0;
+  mapped_ = nullptr;
+}
+
+uint64_t Buffer::deviceAddress() const {
+  if (!ctx_ || !buffer_ || !ctx_->hasBufferDeviceAddresses())
+    throw VulkanError("a buffer's device address asked of a context without buffer device addresses");
+  VkBufferDeviceAddressInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO;
+  info.buffer = buffer_;
+  return vkGetBufferDeviceAddress(ctx_->device(), &info);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Devices
+
+// ---------------------------------------------------------------------------------------------------------
+// Creating buffers
+
+namespace {
+
+constexpr uint64_t kEmptyBufferBytes = 16;
+constexpr VkMemoryPropertyFlags kMappable =
+    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+
+// Memory types to try for a buffer, best first. Device-local types first, in the driver's order: the spec
+// orders a type without HOST_VISIBLE before one with it, so a discrete GPU gets VRAM rather than its small
+// BAR window, and a UMA device its only type. Each is tried in turn, since a second device-local heap may
+// still have room.
+std::vector<uint32_t> memoryTypeCandidates(const VkPhysicalDeviceMemoryProperties &memory, uint32_t typeBits,
+                                           bool hostVisible) {
+  std::vector<uint32_t> candidates;
+  auto add = [&](VkMemoryPropertyFlags required) {
+    for (uint32_t i = 0; i < memory.memoryTypeCount; ++i)
+      if ((typeBits & (1u << i)) && (memory.memoryTypes[i].propertyFlags & required) == required &&
+          std::find(candidates.begin(), candidates.end(), i) == candidates.end())
+        candidates.push_back(i);
+  };
+  if (hostVisible) {
+    add(kMappable | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    add(kMappable);
+  }
+  add(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  if (candidates.empty()) add(0);
+  return candidates;
+}
+
+uint64_t alignUp(uint64_t value, uint64_t alignment) {
+  return alignment > 1 ? (value + alignment - 1) / alignment * alignment : value;
+}
+
+} // namespace
+
+uint64_t Context::checkedBufferSize(uint64_t bytes, const std::string &what) const {
+  const Impl &s = *impl_;
+  if (bytes > UINT64_MAX - 3)
+    throw VulkanError("buffer '" + what + "' of " + std::to_string(bytes) + " bytes is too large");
+  uint64_t size = bytes == 0 ? kEmptyBufferBytes : (bytes + 3) / 4 * 4;
+  if (info_.deviceLocalBytes > 0 && size > info_.deviceLocalBytes) throw outOfMemory(what, size);
+  if (size > s.maxBufferBytes)
+    throw VulkanError("buffer '" + what + "' (" + mebibytes(size) +
+                      ") is larger than the device's largest buffer (" + mebibytes(s.maxBufferBytes) + ")");
+  if (size > s.maxAllocationBytes)
+    throw VulkanError("buffer '" + what + "' (" + mebibytes(size) +
+                      ") is larger than the device's largest allocation (" + mebibytes(s.maxAllocationBytes) +
+                      ")");
+  return size;
+}
+
+VulkanError Context::outOfMemory(const std::string &what, uint64_t bytes) const {
+  return VulkanError("out of device memory allocating '" + what + "' (" + mebibytes(bytes) +
+                     "); the device has " + mebibytes(info_.deviceLocalBytes));
+}
+
+VkMemoryRequirements Context::createHandle(Buffer &buffer, uint64_t size, const std::string &what) {
+  Impl &s = *impl_;
+  buffer.ctx_ = this;
+  buffer.size_ = size;
+  VkBufferCreateInfo bufferInfo{};
+  bufferInfo.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bufferInfo.size = size;
+  bufferInfo.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                     VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (bufferDeviceAddress_) bufferInfo.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+  bufferInfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkResult result = vkCreateBuffer(s.device, &bufferInfo, nullptr, &buffer.buffer_);
+  if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY)
+    throw outOfMemory(what, size);
+  check(result, "vkCreateBuffer for '" + what + "' (" + mebibytes(size) + ")");
+  s.liveBuffers[buffer.buffer_] = &buffer;
+  VkMemoryRequirements requirements{};
+  vkGetBufferMemoryRequirements(s.device, buffer.buffer_, &requirements);
+  return requirements;
+}
+
+VkDeviceMemory Context::allocateMemory(uint64_t bytes, uint32_t typeBits, bool hostVisible,
+                                       const std::string &what, bool &mappable) {
+  Impl &s = *impl_;
+  for (uint32_t type : memoryTypeCandidates(s.memory, typeBits, hostVisible && !s.forceStaging)) {
+    VkMemoryAllocateInfo allocateInfo{};
+    allocateInfo.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    allocateInfo.allocationSize = bytes;
+    allocateInfo.memoryTypeIndex = type;
+    VkMemoryAllocateFlagsInfo addressable{};
+    addressable.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO;
+    addressable.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    if (bufferDeviceAddress_) allocateInfo.pNext = &addressable;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    VkResult result = vkAllocateMemory(s.device, &allocateInfo, nullptr, &memory);
+    if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) continue;
+    check(result, "vkAllocateMemory for '" + what + "' (" + mebibytes(bytes) + ")");
+    mappable = (s.memory.memoryTypes[type].propertyFlags & kMappable) == kMappable && !s.forceStaging;
+    return memory;
+  }
+  throw outOfMemory(what, bytes);
+}
+
+Buffer Context::createBuffer(uint64_t bytes, const std::string &what, bool hostVisible) {
+  Impl &s = *impl_;
+  uint64_t size = checkedBufferSize(bytes, what);
+  // Filled in step by step so that its destructor cleans up whatever was made if a later step throws.
+  Buffer buffer;
+  VkMemoryRequirements requirements = createHandle(buffer, size, what);
+  bool mappable = false;
+  buffer.memory_ =
+      allocateMemory(requirements.size, requirements.memoryTypeBits, hostVisible, what, mappable);
+  check(vkBindBufferMemory(s.device, buffer.buffer_, buffer.memory_, 0),
+        "vkBindBufferMemory for '" + what + "'");
+  if (mappable)
+    check(vkMapMemory(s.device, buffer.memory_, 0, VK_WHOLE_SIZE, 0, &buffer.mapped_),
+          "vkMapMemory for '" + what + "'");
+  return buffer; // the move constructor re-registers the new address in liveBuffers
+}
+
+std::vector<Buffer> Context::createBuffers(std::span<const BufferRequest> requests, uint64_t blockBytes) {
+  Impl &s = *impl_;
+  std::vector<Buffer> buffers(requests.size());
+  if (blockBytes == 0) {
+    for (size_t i = 0; i < requests.size(); ++i)
+      buffers[i] = createBuffer(requests[i].bytes, requests[i].what);
+    return buffers;
+  }
+  blockBytes = std::min(blockBytes, s.maxAllocationBytes);
+  std::vector<VkMemoryRequirements> requirements(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i)
+    requirements[i] =
+        createHandle(buffers[i], checkedBufferSize(requests[i].bytes, requests[i].what), requests[i].what);
+  // Blocks of consecutive buffers: each takes buffers while they fit (and share a memory type).
+  for (size_t first = 0; first < buffers.size();) {
+    std::vector<uint64_t> offsets;
+    uint64_t end = 0;
+    uint32_t typeBits = ~0u;
+    size_t last = first;
+    for (; last < buffers.size(); ++last) {
+      uint64_t offset = alignUp(end, requirements[last].alignment);
+      uint32_t bits = typeBits & requirements[last].memoryTypeBits;
+      if (last > first && (bits == 0 || offset + requirements[last].size > blockBytes)) break;
+      typeBits = bits;
+      offsets.push_back(offset);
+      end = offset + requirements[last].size;
+    }
+    std::string what =
+        last - first == 1 ? requests[first].what : requests[first].what + " to " + requests[last - 1].what;
+    bool mappable = false;
+    VkDeviceMemory memory = allocateMemory(end, typeBits, false, what, mappable);
+    auto shared = std::make_shared<const Buffer::SharedMemory>(s.device, memory);
+    void *mapped = nullptr;
+    if (mappable)
+      check(vkMapMemory(s.device, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory for '" + what + "'");
+    for (size_t i = first; i < last; ++i) {
+      Buffer &buffer = buffers[i];
+      buffer.sharedMemory_ = shared;
+      check(vkBindBufferMemory(s.device, buffer.buffer_, memory, offsets[i - first]),
+            "vkBindBufferMemory for '" + requests[i].what + "'");
+      if (mapped) buffer.mapped_ = static_cast<char *>(mapped) + offsets[i - first];
+    }
+    first = last;
+  }
+  return buffers;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Copies
+
+namespace {
+
+void checkCopyRange(const char *operation, const Buffer &buffer, uint64_t offset, uint64_t bytes,
+                    const void *data) {
+  if (!buffer.handle())
+    throw VulkanError(std::string(operation) + ": the buffer is empty (moved from or freed)");
+  if (offset > buffer.size() || bytes > buffer.size() - offset)
+    throw VulkanError(std::string(operation) + " of " + std::to_string(bytes) + " bytes at offset " +
+                      std::to_string(offset) + " is outside the buffer of " + std::to_string(buffer.size()) +
+                      " bytes");
+  if (bytes > 0 && !data) throw VulkanError(std::string(operation) + ": no host memory given");
+}
+
+} // namespace
+
+void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t bytes) {
+  checkCopyRange("upload", dst, offset, bytes, data);
+  if (dst.ctx_ != this) throw VulkanError("upload: the buffer belongs to another context");
+  if (bytes == 0) return;
+  // Host writes before vkQueueSubmit are visible to the device without a barrier, so mapped memory is simply
+  // written (no submission can be running: every submission is waited for).
+  if (dst.mapped_) {
+    support::copyInParallel(static_cast<char *>(dst.mapped_) + offset, data, bytes);
+    return;
+  }
+  Impl &s = *impl_;
+  s.ensureStaging(bytes);
+  const char *source = static_cast<const char *>(data);
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t chunk = std::min(bytes - done, s.stagingBytes);
+    support::copyInParallel(s.stagingMapped, source + done, chunk);
+    VkCommandBuffer cmd = beginCommands();
+    allComputeAndTransferBarrier(cmd); // earlier dispatches reading or writing dst finish first
+    VkBufferCopy region{0, offset + done, chunk};
+    vkCmdCopyBuffer(cmd, s.staging, dst.buffer_, 1, &region);
+    allComputeAndTransferBarrier(cmd); // later dispatches see the copy
+    submitAndWait(cmd);
+    done += chunk;
+  }
+}
+
+void Context::download(const Buffer &src, uint64_t offset, void *data, uint64_t bytes) {
+  checkCopyRange("download", src, offset, bytes, data);
+  if (src.ctx_ != this) throw VulkanError("download: the buffer belongs to another context");
+  if (bytes == 0) return;
+  // submitAndWait ends every command buffer with a barrier to the host, so mapped memory is up to date.
+  if (src.mapped_) {
+    std::memcpy(data, static_cast<const char *>(src.mapped_) + offset, bytes);
+    return;
+  }
+  Impl &s = *impl_;
+  s.ensureStaging(bytes);
+  char *destination = static_cast<char *>(data);
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t chunk = std::min(bytes - done, s.stagingBytes);
+    VkCommandBuffer cmd = beginCommands();
+    allComputeAndTransferBarrier(cmd);
+    VkBufferCopy region{offset + done, 0, chunk};
+    vkCmdCopyBuffer(cmd, src.buffer_, s.staging, 1, &region);
+    submitAndWait(cmd);
+    std::memcpy(destination + done, s.stagingMapped, chunk);
+    done += chunk;
+  }
+}
+
+void Context::fill(Buffer &dst, uint32_t value) {
+  if (!dst.buffer_) throw VulkanError("fill: the buffer is empty (moved from or freed)");
+  if (dst.ctx_ != this) throw VulkanError("fill: the buffer belongs to another context");
+  VkCommandBuffer cmd = beginCommands();
+  allComputeAndTransferBarrier(cmd);
+  vkCmdFillBuffer(cmd, dst.buffer_, 0, VK_WHOLE_SIZE, value); // size() is a multiple of 4: all of it
+  allComputeAndTransferBarrier(cmd);
+  submitAndWait(cmd);
+}
+
+} // namespace gerbil::vk

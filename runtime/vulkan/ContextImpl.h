@@ -1,0 +1,104 @@
+// Internal to gerbil-vulkan: the state behind a Context, shared by Device.cpp (instance, device, commands,
+// pipelines) and Buffers.cpp (buffers, their memory and the copies). Not part of the library's interface.
+#pragma once
+
+#include "runtime/vulkan/Device.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gerbil::vk::detail {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+inline std::string mebibytes(uint64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(kMiB));
+  return text;
+}
+
+inline void check(VkResult result, const std::string &call) {
+  if (result != VK_SUCCESS) throw VulkanError(call, result);
+}
+
+// Orders every earlier compute and transfer write before every later compute and transfer access, in this
+// command buffer and in later submissions (a barrier reaches back through the queue's submission order).
+inline void allComputeAndTransferBarrier(VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{};
+  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+}
+
+struct InstanceHandles {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+  bool validation = false;
+};
+
+} // namespace gerbil::vk::detail
+
+namespace gerbil::vk {
+
+struct Context::Impl {
+  std::atomic<uint32_t> validationErrors{0}; // first: the debug messenger points at it until the end
+  detail::InstanceHandles instance;
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkPhysicalDeviceMemoryProperties memory{};
+  VkPhysicalDeviceLimits limits{};
+  uint64_t maxAllocationBytes = UINT64_MAX;
+  uint64_t maxBufferBytes = UINT64_MAX;
+  uint32_t queueFamily = 0;
+  uint32_t timestampValidBits = 0;
+  VkQueue queue = VK_NULL_HANDLE;
+  VkCommandPool commandPool = VK_NULL_HANDLE;
+  std::vector<VkCommandBuffer> idleCommandBuffers; // reset and ready to begin again
+  // Submitted by submit() without a wait; idle again once a later submitAndWait's fence has signalled.
+  std::vector<VkCommandBuffer> submittedCommandBuffers;
+  VkFence fence = VK_NULL_HANDLE;
+  bool forceStaging = false;
+  uint64_t stagingChunkBytes = 64 * detail::kMiB;
+  uint32_t spinWaitMicroseconds = 0;
+
+  // Buffers alive, by handle: descriptor ranges are checked against their sizes, and ~Context frees any left.
+  std::unordered_map<VkBuffer, Buffer *> liveBuffers;
+
+  struct DescriptorPool {
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    uint32_t sets = 0, descriptors = 0;         // capacity
+    uint32_t setsLeft = 0, descriptorsLeft = 0; // what remains until the next reset
+  };
+  std::vector<DescriptorPool> descriptorPools;
+  size_t currentDescriptorPool = 0;
+
+  std::vector<VkPipeline> pipelines;
+  std::vector<VkPipelineLayout> pipelineLayouts;
+  std::vector<VkDescriptorSetLayout> setLayouts;
+
+  VkQueryPool timestampPool = VK_NULL_HANDLE;
+  uint32_t timestampSlots = 0;
+  // Outgrown pools stay until the end: a command buffer being recorded may still name one.
+  std::vector<VkQueryPool> retiredTimestampPools;
+
+  // One host-visible buffer, reused by every staged upload and download (each waits until done).
+  VkBuffer staging = VK_NULL_HANDLE;
+  VkDeviceMemory stagingMemory = VK_NULL_HANDLE;
+  void *stagingMapped = nullptr;
+  uint64_t stagingBytes = 0;
+
+  ~Impl();
+  void destroyStaging();
+  void ensureStaging(uint64_t bytes);
+  VkDescriptorPool addDescriptorPool(uint32_t descriptors);
+  VkDescriptorSet allocateDescriptorSet(VkDescriptorSetLayout layout, uint32_t descriptors);
+};
+
+} // namespace gerbil::vk
