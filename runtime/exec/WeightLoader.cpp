@@ -4,6 +4,7 @@
 #include "runtime/weights/HalfConversion.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -236,6 +237,12 @@ const std::vector<float> &columnScales(const plan::Plan &plan, const weights::Ch
 }
 } // namespace
 
+namespace {
+double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+} // namespace
+
 LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
                             const weights::Checkpoint &checkpoint, const ProgressFn &progress,
                             uint64_t blockBytes) {
@@ -254,15 +261,19 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
     const weights::TensorView &t = findTensor(w, checkpoint);
     vk::Buffer &buffer = buffers[i];
     // Straight from the mapped file where the bytes are already the device's; else through a conversion.
-    if (const uint8_t *inPlace = deviceBytesInPlace(w, t)) {
-      context.upload(buffer, 0, inPlace, w.bytes());
-    } else {
+    const uint8_t *bytes = deviceBytesInPlace(w, t);
+    if (!bytes) {
       static const std::vector<float> kNoScale;
+      auto start = std::chrono::steady_clock::now();
       const std::vector<float> &columnScale =
           w.scaleColumnsBy >= 0 ? columnScales(plan, checkpoint, w.scaleColumnsBy, scales) : kNoScale;
       convertWeightInto(w, t, columnScale, converted);
-      context.upload(buffer, 0, converted.data(), converted.size());
+      loaded.convertMs += millisecondsSince(start);
+      bytes = converted.data();
     }
+    auto start = std::chrono::steady_clock::now();
+    context.upload(buffer, 0, bytes, w.bytes());
+    loaded.uploadMs += millisecondsSince(start);
     loaded.bytes += w.bytes();
     if (progress) progress(loaded.bytes, total);
   }

@@ -22,6 +22,10 @@ public:
 struct LoadedWeights {
   std::vector<vk::Buffer> buffers; // one per plan weight, in plan order
   uint64_t bytes = 0;
+  // Where the load's time went (host wall-clock): converting tensors to their device bytes (dtype, folded
+  // norm weights, layouts) and copying bytes to the device (staging copies and their transfers, or writes
+  // to mapped memory), each including the page faults of the mapped checkpoint it reads.
+  double convertMs = 0, uploadMs = 0;
 };
 
 // (bytes done, bytes in all)

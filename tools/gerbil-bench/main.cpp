@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     gerbil::exec::checkDevice(plan, context.info());
     auto loadStart = Clock::now();
     auto weights = gerbil::exec::uploadWeights(context, plan, checkpoint, {}, weightBlockMiB << 20);
-    double loadMs = msSince(loadStart);
+    double loadMs = msSince(loadStart), loadConvertMs = weights.convertMs, loadUploadMs = weights.uploadMs;
     uint64_t weightBytes = weights.bytes;
     gerbil::exec::Executor executor(context, plan, std::move(weights));
     executor.setPrefillSubmitDispatches(prefillSubmit, prefillFirstPart);
@@ -149,6 +149,8 @@ int main(int argc, char **argv) {
                              {"architecture", plan.model.architecture},
                              {"weight_bytes", weightBytes},
                              {"load_ms", loadMs},
+                             {"load_convert_ms", loadConvertMs},
+                             {"load_upload_ms", loadUploadMs},
                              {"dispatches_per_decode_token", plan.decode.size()},
                              {"prefill",
                               {{"tokens", prefillTokens},
@@ -173,6 +175,8 @@ int main(int argc, char **argv) {
       std::cout << result.dump(1) << "\n";
     } else {
       std::printf("%s on %s\n", plan.model.architecture.c_str(), context.info().name.c_str());
+      std::printf("weights: %.2f GB loaded in %.0f ms (%.0f converting, %.0f copying to the device)\n",
+                  weightBytes / 1e9, loadMs, loadConvertMs, loadUploadMs);
       std::printf("prefill %zu tokens: %.2f ms (%.0f tokens/s)\n", prefillTokens, prefillMs,
                   prefillTokens / (prefillMs / 1000));
       std::printf("decode %zu tokens after %zu: %.3f ms/token, %.1f tokens/s, %.0f GB/s of weights\n", decodeTokens,
