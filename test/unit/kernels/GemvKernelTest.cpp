@@ -59,9 +59,10 @@ protected:
 
 TEST_F(GemvKernelTest, MatchesTheReference) {
   // N, K: one team per pair (wide), two and eight teams (narrow, long rows), a row that ends inside an
-  // unrolled step, K not a multiple of 8 or of 4, an odd number of rows.
-  const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {24, 1040}, {8, 4864}, {6, 4104},
-                                                {33, 37}, {5, 100},   {300, 520}};
+  // unrolled step, K not a multiple of 8 or of 4, an odd number of rows, two teams on short rows (Qwen2.5's
+  // K of 896: 1.75 loads a lane).
+  const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {24, 1040}, {8, 4864},  {6, 4104},
+                                                {33, 37}, {5, 100},   {300, 520}, {40, 896}};
   for (auto [n, k] : shapes)
     for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16, plan::DType::F32})
       for (int variant = 0; variant < 4; ++variant) {
@@ -88,6 +89,48 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
       checkGemv(spec);
       ASSERT_FALSE(HasFatalFailure());
     }
+}
+
+// The gate/up pair (MODE_GATE_UP): n outputs silu(gate · x̂) · (up · x̂) of two matrices, with the norm
+// prologue as decode runs it; one team a pair and two (Qwen2.5's K of 896), K not a multiple of 8.
+TEST_F(GemvKernelTest, GateUpMatchesTheReference) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{48, 896}, {40, 100}, {20, 2056}}) {
+    codegen::GemvSpec spec;
+    spec.n = n, spec.k = k, spec.weight = plan::DType::F16, spec.norm = true, spec.normWeighted = false,
+    spec.eps = 1e-5, spec.gateUp = true;
+    std::mt19937 rng(static_cast<uint32_t>(n * 7919 + k));
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    std::vector<float> x(k), gate(n * k), up(n * k);
+    for (float &v : x) v = uniform(rng);
+    for (float &v : gate) v = weightValue(rng);
+    for (float &v : up) v = weightValue(rng);
+    const double scale = inverseRms(x.data(), k, spec.eps);
+    codegen::KernelSource source = codegen::gemvKernel(spec);
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "gate/up test kernel");
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(x, "x"));
+    for (const std::vector<float> *w : {&gate, &up}) {
+      std::vector<uint8_t> packed = packWeights(*w, spec.weight);
+      buffers.push_back(upload(packed.data(), packed.size(), "w"));
+    }
+    buffers.push_back(output(size_t(n), "result"));
+    buffers.push_back(state(0));
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+    run(spirv, buffers, codegen::gemvGrid(spec), 1, "gate/up test kernel");
+    std::vector<float> result = download(buffers[3], size_t(n));
+    for (int64_t row = 0; row < n; ++row) {
+      double a = 0, b = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        a += double(x[i]) * gate[row * k + i];
+        b += double(x[i]) * up[row * k + i];
+      }
+      a *= scale, b *= scale;
+      const double expected = a / (1.0 + std::exp(-a)) * b;
+      ASSERT_NEAR(result[row], expected, (1e-5 * double(k) + 1e-4) * (1.0 + std::abs(expected)))
+          << "N=" << n << " K=" << k << " split " << mlir::gerbil::gemvShape(k, n, true).split << ": output "
+          << row;
+    }
+  }
 }
 
 // Prefetch workers (gerbil-prefetch-weights' spread-pages) before the gemv's own workgroups leave its result
@@ -222,7 +265,8 @@ TEST(GemvShape, SplitsLongRowsOfNarrowProjections) {
   EXPECT_EQ(gemvShape(4096, 4096, false).split, 4);
   EXPECT_EQ(gemvShape(14336, 4096, false).split, 4);
   EXPECT_EQ(gemvShape(4864, 896, false).split, 8);
-  EXPECT_EQ(gemvShape(896, 1152, false).split, 1); // short rows: every load is in flight already
+  EXPECT_EQ(gemvShape(896, 1152, false).split, 2); // short rows: two teams, one load a row each
+  EXPECT_EQ(gemvShape(256, 1152, false).split, 1); // shorter: a team has every load in flight already
   for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 4096}, {4864, 896}, {64, 64}}) {
     mlir::gerbil::GemvShape shape = gemvShape(k, n, false);
     EXPECT_EQ(shape.workgroup, shape.rows / 2 * shape.split * 32) << k << "x" << n;
