@@ -267,6 +267,7 @@ TEST(GemvShape, SplitsLongRowsOfNarrowProjections) {
   EXPECT_EQ(gemvShape(4864, 896, false).split, 8);
   EXPECT_EQ(gemvShape(896, 1152, false).split, 2); // short rows: two teams, one load a row each
   EXPECT_EQ(gemvShape(256, 1152, false).split, 1); // shorter: a team has every load in flight already
+  EXPECT_EQ(gemvShape(896, 4864, true).split, 1);  // short rows, but pairs enough for the whole GPU
   for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 4096}, {4864, 896}, {64, 64}}) {
     mlir::gerbil::GemvShape shape = gemvShape(k, n, false);
     EXPECT_EQ(shape.workgroup, shape.rows / 2 * shape.split * 32) << k << "x" << n;
