@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <future>
 #include <map>
 #include <set>
 #include <string>
@@ -258,26 +256,9 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
   std::vector<vk::Buffer> buffers = context.createBuffers(requests, blockBytes);
   std::vector<uint8_t> converted; // reused: its pages stay mapped from one weight to the next
   std::map<int32_t, std::vector<float>> scales; // folded norm weights, converted once for all their matrices
-  // EXPERIMENT (to be settled on the GPU machine): GERBIL_POPULATE=ahead maps the next tensor's pages
-  // (TensorView::populate) on a thread of their own while this one is converted and copied; =each maps a
-  // tensor's pages before it is read; unset: page faults as the tensor is read.
-  const char *populateMode = std::getenv("GERBIL_POPULATE");
-  const bool populate = populateMode && std::string(populateMode) == "ahead";
-  const bool populateEach = populateMode && std::string(populateMode) == "each";
-  std::future<void> nextPages;
-  if (populate && !plan.weights.empty()) findTensor(plan.weights[0], checkpoint).populate();
   for (size_t i = 0; i < plan.weights.size(); ++i) {
     const plan::Weight &w = plan.weights[i];
     const weights::TensorView &t = findTensor(w, checkpoint);
-    if (populateEach) t.populate();
-    if (nextPages.valid()) nextPages.wait();
-    if (populate && i + 1 < plan.weights.size()) {
-      const weights::TensorView &next = findTensor(plan.weights[i + 1], checkpoint);
-      try {
-        nextPages = std::async(std::launch::async, [&next] { next.populate(); });
-      } catch (const std::system_error &) { // no thread: the faults are taken as the tensor is read
-      }
-    }
     vk::Buffer &buffer = buffers[i];
     // Straight from the mapped file where the bytes are already the device's; else through a conversion.
     const uint8_t *bytes = deviceBytesInPlace(w, t);

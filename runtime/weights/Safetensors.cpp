@@ -192,17 +192,6 @@ int64_t TensorView::numElements() const {
   return int64_t(*count);
 }
 
-void TensorView::populate() const {
-#ifdef __linux__
-  constexpr int kPopulateRead = 22; // MADV_POPULATE_READ; older headers lack the name
-  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  if (!data || bytes == 0 || page == 0) return;
-  const uintptr_t first = reinterpret_cast<uintptr_t>(data) / page * page;
-  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
-  ::madvise(reinterpret_cast<void *>(first), end - first, kPopulateRead);
-#endif
-}
-
 // ---- One file.
 
 SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {

@@ -29,10 +29,6 @@ struct TensorView {
   uint64_t bytes = 0;
   std::string file;               // the file it lives in, for messages
   int64_t numElements() const;
-  // Maps the tensor's pages of the file in one system call (MADV_POPULATE_READ, Linux 5.14 on; elsewhere
-  // nothing), so that readers do not take a page fault every few pages: the loader's conversions of a
-  // large checkpoint spent most of their time in them. Best effort: errors are ignored.
-  void populate() const;
 };
 
 // One memory-mapped safetensors file.
