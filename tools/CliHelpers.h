@@ -55,29 +55,32 @@ inline CLI::Validator unsignedInteger() {
       "");
 }
 
+// An option that takes a whole number from 0 to `max`.
+template <typename T>
+CLI::Option *addWholeNumberOption(CLI::App &app, const std::string &name, T &value, const std::string &help,
+                                  double max) {
+  return app.add_option(name, value, help)->check(unsignedInteger())->check(number(0, false, max));
+}
+
 // --spin-wait as gerbil-exec and gerbil-bench take it (vk::ContextOptions::spinWaitMicroseconds, whose
 // default the caller passes: this header stays free of Vulkan).
 inline CLI::Option *addSpinWaitOption(CLI::App &app, std::optional<uint32_t> &microseconds,
                                       uint32_t defaultMicroseconds) {
-  return app
-      .add_option("--spin-wait", microseconds,
-                  "Microseconds to poll for the GPU before a wait blocks (0: block at once, the least CPU; "
-                  "default " +
-                      std::to_string(defaultMicroseconds) + ", 0 on CPU devices)")
-      ->check(unsignedInteger())
-      ->check(number(0, false, std::numeric_limits<uint32_t>::max()));
+  return addWholeNumberOption(app, "--spin-wait", microseconds,
+                              "Microseconds to poll for the GPU before a wait blocks (0: block at once, the "
+                              "least CPU; default " +
+                                  std::to_string(defaultMicroseconds) + ", 0 on CPU devices)",
+                              std::numeric_limits<uint32_t>::max());
 }
 
 // --weight-block-mib as gerbil-exec and gerbil-bench take it (exec::uploadWeights' blockBytes).
 inline CLI::Option *addWeightBlockOption(CLI::App &app, uint64_t &mebibytes, uint64_t defaultMebibytes) {
   mebibytes = defaultMebibytes;
-  return app
-      .add_option("--weight-block-mib", mebibytes,
-                  "The weights share device allocations of up to this many MiB (0: one allocation a "
-                  "weight; default " +
-                      std::to_string(defaultMebibytes) + ")")
-      ->check(unsignedInteger())
-      ->check(number(0, false, 1 << 20));
+  return addWholeNumberOption(app, "--weight-block-mib", mebibytes,
+                              "The weights share device allocations of up to this many MiB (0: one "
+                              "allocation a weight; default " +
+                                  std::to_string(defaultMebibytes) + ")",
+                              1 << 20);
 }
 
 // Edit distance, for "did you mean".

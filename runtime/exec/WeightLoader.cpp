@@ -235,9 +235,7 @@ const std::vector<float> &columnScales(const plan::Plan &plan, const weights::Ch
   }
   return at->second;
 }
-} // namespace
 
-namespace {
 double millisecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }

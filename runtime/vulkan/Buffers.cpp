@@ -24,15 +24,8 @@ struct Buffer::SharedMemory {
 // ---------------------------------------------------------------------------------------------------------
 // Buffer
 
-Buffer::Buffer(Buffer &&o) noexcept
-    : ctx_(o.ctx_), buffer_(o.buffer_), memory_(o.memory_), size_(o.size_), mapped_(o.mapped_),
-      sharedMemory_(std::move(o.sharedMemory_)) {
-  if (ctx_ && buffer_) ctx_->impl_->liveBuffers[buffer_] = this;
-  o.ctx_ = nullptr;
-  o.buffer_ = VK_NULL_HANDLE;
-  o.memory_ = VK_NULL_HANDLE;
-  o.size_ = 0;
-  o.mapped_ = nullptr;
+Buffer::Buffer(Buffer &&o) noexcept {
+  *this = std::move(o); // this one is empty: nothing to release first
 }
 
 Buffer &Buffer::operator=(Buffer &&o) noexcept {

@@ -181,9 +181,9 @@ public:
   // host-visible memory is preferred where the device has it.
   Buffer createBuffer(uint64_t bytes, const std::string &what, bool hostVisible = false);
   // Device-local buffers that share allocations of at most blockBytes each, in request order (a buffer
-  // larger than that has one of its own; blockBytes 0: every buffer its own, as createBuffer). Few large
-  // allocations leave the driver free to map them with large pages: a model's weights in one allocation
-  // each were read slower by kernels that reached many of them (docs/decode-latency.md).
+  // larger than that has one of its own; blockBytes 0: every buffer its own, as createBuffer). A model of
+  // many tensors then needs few allocations, of which drivers may allow as few as 4096
+  // (maxMemoryAllocationCount). Kernels read them no faster (docs/decode-latency.md).
   std::vector<Buffer> createBuffers(std::span<const BufferRequest> requests, uint64_t blockBytes);
   // Host <-> device copies through a staging buffer; they wait until done.
   void upload(Buffer &dst, uint64_t offset, const void *data, uint64_t bytes);
