@@ -1,7 +1,8 @@
 #include "runtime/exec/Executor.h"
 
+#include "runtime/support/Clock.h"
+
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -255,7 +256,7 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   writeState(position_);
 
   const auto &schedule = count == 1 ? decode_ : prefill_;
-  const auto recordStart = std::chrono::steady_clock::now();
+  const auto recordStart = support::Clock::now();
   VkCommandBuffer cmd = context_.beginCommands();
   const bool timed = context_.info().timestamps;
   const uint32_t slots = profiling_ ? static_cast<uint32_t>(schedule.size()) + 1 : 2;
@@ -268,8 +269,7 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   recordSchedule(cmd, schedule, count, timed && profiling_, lastRowLogits,
                  count > 1 ? prefillSubmitDispatches_ : 0, prefillFirstPart_);
   if (timed && !profiling_) context_.writeTimestamp(cmd, 1);
-  lastStepRecordMs_ =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - recordStart).count();
+  lastStepRecordMs_ = support::msSince(recordStart);
   context_.submitAndWait(cmd);
   if (timed) {
     std::vector<uint64_t> ns = context_.readTimestamps(slots);

@@ -1,12 +1,13 @@
 #include "runtime/exec/Generation.h"
 
+#include "runtime/support/Clock.h"
+
 #include <algorithm>
-#include <chrono>
 
 namespace gerbil::exec {
 namespace {
-using Clock = std::chrono::steady_clock;
-double msSince(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+using support::Clock;
+using support::msSince;
 // Greedy tokens decoded per submit: the host waits once per batch. A stop token wastes at most this many - 1.
 constexpr int64_t kGreedyBatch = 16;
 } // namespace

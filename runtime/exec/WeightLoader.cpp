@@ -1,10 +1,10 @@
 #include "runtime/exec/WeightLoader.h"
 
+#include "runtime/support/Clock.h"
 #include "runtime/support/Parallel.h"
 #include "runtime/weights/HalfConversion.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -235,10 +235,6 @@ const std::vector<float> &columnScales(const plan::Plan &plan, const weights::Ch
   }
   return at->second;
 }
-
-double millisecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 } // namespace
 
 LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
@@ -262,16 +258,16 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
     const uint8_t *bytes = deviceBytesInPlace(w, t);
     if (!bytes) {
       static const std::vector<float> kNoScale;
-      auto start = std::chrono::steady_clock::now();
+      auto start = support::Clock::now();
       const std::vector<float> &columnScale =
           w.scaleColumnsBy >= 0 ? columnScales(plan, checkpoint, w.scaleColumnsBy, scales) : kNoScale;
       convertWeightInto(w, t, columnScale, converted);
-      loaded.convertMs += millisecondsSince(start);
+      loaded.convertMs += support::msSince(start);
       bytes = converted.data();
     }
-    auto start = std::chrono::steady_clock::now();
+    auto start = support::Clock::now();
     context.upload(buffer, 0, bytes, w.bytes());
-    loaded.uploadMs += millisecondsSince(start);
+    loaded.uploadMs += support::msSince(start);
     loaded.bytes += w.bytes();
     if (progress) progress(loaded.bytes, total);
   }

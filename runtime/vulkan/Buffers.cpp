@@ -4,6 +4,7 @@
 #include "runtime/support/Parallel.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace gerbil::vk {
@@ -77,9 +78,6 @@ uint64_t Buffer::deviceAddress() const {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Devices
-
-// ---------------------------------------------------------------------------------------------------------
 // Creating buffers
 
 namespace {
@@ -108,6 +106,22 @@ std::vector<uint32_t> memoryTypeCandidates(const VkPhysicalDeviceMemoryPropertie
   add(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   if (candidates.empty()) add(0);
   return candidates;
+}
+
+// The first memory type allowed by typeBits that has all of `required`, preferring more of `preferred` and
+// none of `avoided`. Returns UINT32_MAX when none has `required`.
+uint32_t findMemoryType(const VkPhysicalDeviceMemoryProperties &memory, uint32_t typeBits,
+                        VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred,
+                        VkMemoryPropertyFlags avoided) {
+  uint32_t best = UINT32_MAX;
+  int bestScore = -1;
+  for (uint32_t i = 0; i < memory.memoryTypeCount; ++i) {
+    VkMemoryPropertyFlags flags = memory.memoryTypes[i].propertyFlags;
+    if (!(typeBits & (1u << i)) || (flags & required) != required) continue;
+    int score = 2 * std::popcount(flags & preferred) + (flags & avoided ? 0 : 1);
+    if (score > bestScore) best = i, bestScore = score;
+  }
+  return best;
 }
 
 uint64_t alignUp(uint64_t value, uint64_t alignment) {
@@ -246,6 +260,44 @@ std::vector<Buffer> Context::createBuffers(std::span<const BufferRequest> reques
 
 // ---------------------------------------------------------------------------------------------------------
 // Copies
+
+// The staging buffer that copies to and from memory the host cannot map go through.
+void Context::Impl::destroyStaging() {
+  if (staging) vkDestroyBuffer(device, staging, nullptr);
+  if (stagingMemory) vkFreeMemory(device, stagingMemory, nullptr); // unmaps too
+  staging = VK_NULL_HANDLE;
+  stagingMemory = VK_NULL_HANDLE;
+  stagingMapped = nullptr;
+  stagingBytes = 0;
+}
+
+void Context::Impl::ensureStaging(uint64_t bytes) {
+  bytes = std::min(bytes, stagingChunkBytes);
+  if (stagingBytes >= bytes) return;
+  destroyStaging();
+  VkBufferCreateInfo bufferInfo{};
+  bufferInfo.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bufferInfo.size = bytes;
+  bufferInfo.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bufferInfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check(vkCreateBuffer(device, &bufferInfo, nullptr, &staging), "vkCreateBuffer (staging)");
+  VkMemoryRequirements requirements{};
+  vkGetBufferMemoryRequirements(device, staging, &requirements);
+  // Cached memory makes downloads fast to read; device-local host-visible memory (a PCIe BAR) is small.
+  uint32_t type = findMemoryType(memory, requirements.memoryTypeBits,
+                                 VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                 VK_MEMORY_PROPERTY_HOST_CACHED_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  if (type == UINT32_MAX) throw VulkanError("the device has no host-visible coherent memory for staging");
+  VkMemoryAllocateInfo allocateInfo{};
+  allocateInfo.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  allocateInfo.allocationSize = requirements.size;
+  allocateInfo.memoryTypeIndex = type;
+  check(vkAllocateMemory(device, &allocateInfo, nullptr, &stagingMemory),
+        "vkAllocateMemory (staging, " + mebibytes(bytes) + ")");
+  check(vkBindBufferMemory(device, staging, stagingMemory, 0), "vkBindBufferMemory (staging)");
+  check(vkMapMemory(device, stagingMemory, 0, VK_WHOLE_SIZE, 0, &stagingMapped), "vkMapMemory (staging)");
+  stagingBytes = bytes;
+}
 
 namespace {
 

@@ -4,13 +4,13 @@
 // Weights are read like gerbil-exec does; random ones (gerbil-random-weights) measure the same speed.
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Generation.h"
+#include "runtime/support/Clock.h"
 #include "tools/CliHelpers.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -19,10 +19,8 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double msSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using gerbil::support::Clock;
+using gerbil::support::msSince;
 
 std::vector<int32_t> promptOf(size_t n, int64_t vocab) {
   std::vector<int32_t> ids(n);

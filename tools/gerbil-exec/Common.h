@@ -1,7 +1,8 @@
 // What every mode of gerbil-exec shares: exit codes, timing, the logits dump and the device list.
 #pragma once
 
-#include <chrono>
+#include "runtime/support/Clock.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,10 +11,8 @@ namespace gerbil::tool {
 
 enum ExitCode : int { kOk = 0, kUsage = 2, kBadInput = 3, kDevice = 4, kIO = 5 };
 
-using Clock = std::chrono::steady_clock;
-inline double msSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using support::Clock;
+using support::msSince;
 inline double perSecond(double count, double ms) {
   return ms > 0 ? count / (ms / 1000.0) : 0.0;
 }
