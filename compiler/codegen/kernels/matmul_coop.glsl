@@ -122,13 +122,6 @@ struct Staged {
 #ifndef COOP_ROWS_FASTEST
 #define COOP_ROWS_FASTEST 0
 #endif
-// COOP_PREFETCH_AHEAD (slices; 0: off, gerbil-kernel-bench and --kernel-define only for now): while the loads
-// of slice s + 1 are in flight, every 32-byte sector of weight slice s + 1 + COOP_PREFETCH_AHEAD is touched
-// once, so that its real loads find it in the L2 instead of waiting on memory. The weights (larger than the
-// L2) are the only operand that comes from memory; the input rows stay in the L2.
-#ifndef COOP_PREFETCH_AHEAD
-#define COOP_PREFETCH_AHEAD 0
-#endif
 uvec2 tile_;
 #if MODE_GATE_UP
 // The output that staged weight row `row` belongs to: within each subgroup's block of WARP_N rows, fragment
@@ -142,27 +135,6 @@ uint outputOfRow(uint row) {
 #if MODE_QKV
 uvec3 part_;  // this workgroup's part (0 q, 1 k, 2 v), its tile within the part, the part's rows
 #endif
-
-// The 16-byte word of weights at k of staged weight row `row` (zeros outside the matrix).
-uvec4 weightWord(uint row, uint k) {
-  uvec4 w = uvec4(0u);
-#if MODE_GATE_UP
-  // A subgroup's rows all come from one matrix: 32 / CHUNKS rows divide a fragment's 16.
-  uint n = outputOfRow(row);
-  if (n < N && k < K) w = (row % WARP_N) / FRAG % 2u == 0u ? w_gate_v4[(n * K + k) / 8u] : w_up_v4[(n * K + k) / 8u];
-#elif MODE_QKV
-  uint n = part_.y * TILE_N + row;
-  if (n < part_.z && k < K) {
-    if (part_.x == 0u) w = w_q_v4[(n * K + k) / 8u];
-    else if (part_.x == 1u) w = w_k_v4[(n * K + k) / 8u];
-    else w = w_v_v4[(n * K + k) / 8u];
-  }
-#else
-  uint n = tile_.x * TILE_N + row;
-  if (n < N && k < K) w = w_v4[(n * K + k) / 8u];
-#endif
-  return w;
-}
 
 void loadSlice(uint k0, out Staged st) {
 #if COOP_DIAG_NO_GLOBAL
@@ -190,24 +162,26 @@ void loadSlice(uint k0, out Staged st) {
   }
   [[unroll]] for (uint i = 0; i < W_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
-    st.w[i] = weightWord(c / CHUNKS, k0 + (c % CHUNKS) * 8u);
-  }
-}
-
-#if COOP_PREFETCH_AHEAD > 0
-// One 4-byte load a 32-byte sector of the weight slice at k0 (each invocation keeps PREFETCH_LOADS of them
-// in registers until its next call, which folds them into prefetchSink_ long after they arrived).
-const uint SECTORS = TILE_K * 2u / 32u, PREFETCH_LOADS = (TILE_N * SECTORS + WORKGROUP - 1u) / WORKGROUP;
-uint prefetched_[PREFETCH_LOADS];
-uint prefetchSink_ = 0u;
-void prefetchSlice(uint k0) {
-  [[unroll]] for (uint i = 0; i < PREFETCH_LOADS; ++i) {
-    prefetchSink_ ^= prefetched_[i];
-    uint c = gl_LocalInvocationIndex + i * WORKGROUP;
-    if (c < TILE_N * SECTORS) prefetched_[i] = weightWord(c / SECTORS, k0 + (c % SECTORS) * 16u).x;
-  }
-}
+    uint row = c / CHUNKS, k = k0 + (c % CHUNKS) * 8u;
+    uvec4 w = uvec4(0u);
+#if MODE_GATE_UP
+    // A subgroup's rows all come from one matrix: 32 / CHUNKS rows divide a fragment's 16.
+    uint n = outputOfRow(row);
+    if (n < N && k < K) w = (row % WARP_N) / FRAG % 2u == 0u ? w_gate_v4[(n * K + k) / 8u] : w_up_v4[(n * K + k) / 8u];
+#elif MODE_QKV
+    uint n = part_.y * TILE_N + row;
+    if (n < part_.z && k < K) {
+      if (part_.x == 0u) w = w_q_v4[(n * K + k) / 8u];
+      else if (part_.x == 1u) w = w_k_v4[(n * K + k) / 8u];
+      else w = w_v_v4[(n * K + k) / 8u];
+    }
+#else
+    uint n = tile_.x * TILE_N + row;
+    if (n < N && k < K) w = w_v4[(n * K + k) / 8u];
 #endif
+    st.w[i] = w;
+  }
+}
 
 #if W_BF16
 // Two bf16 in a word to two f16.
@@ -374,11 +348,6 @@ void main() {
 #endif
   const uint slices = SPLIT_SLICES;
   Staged staged;
-#if COOP_PREFETCH_AHEAD > 0
-  [[unroll]] for (uint i = 0; i < PREFETCH_LOADS; ++i) prefetched_[i] = 0u;
-  [[unroll]] for (uint a = 1u; a <= COOP_PREFETCH_AHEAD; ++a)
-    if (a < slices) prefetchSlice((first + a) * TILE_K);
-#endif
   loadSlice(first * TILE_K, staged);
   storeSlice(0u, staged);
   barrier();
@@ -386,9 +355,6 @@ void main() {
     uint current = s % COOP_STAGES;
     bool more = s + 1u < slices;
     if (more) loadSlice((first + s + 1u) * TILE_K, staged);
-#if COOP_PREFETCH_AHEAD > 0
-    if (s + 1u + COOP_PREFETCH_AHEAD < slices) prefetchSlice((first + s + 1u + COOP_PREFETCH_AHEAD) * TILE_K);
-#endif
     multiplySlice(current, acc, warpT, warpN);
 #if COOP_STAGES == 1
     barrier();  // every subgroup is done with the buffer before it is rewritten
@@ -398,21 +364,6 @@ void main() {
     if (more) storeSlice((s + 1u) % COOP_STAGES, staged);
     barrier();
   }
-
-#if COOP_PREFETCH_AHEAD > 0
-  // What the prefetch loaded decides a store that never happens (no step has 2^32 - 1 tokens), which the
-  // compiler cannot know, so the loads stay.
-  [[unroll]] for (uint i = 0; i < PREFETCH_LOADS; ++i) prefetchSink_ ^= prefetched_[i];
-  if (step_.tokens == 0xffffffffu && prefetchSink_ == 0x9e3779b9u) {
-#if MODE_QKV
-    store_result_q(0u, 0.0);
-#elif RESULT_HALF
-    result_[0] = 0u;
-#else
-    store_result(0u, 0.0);
-#endif
-  }
-#endif
 
 #if SPLIT_K > 1 && !MODE_GATE_UP && !MODE_QKV
   // Publish this split's share of the tile, then count it in; the tile's last split adds the shares.

@@ -5,6 +5,7 @@
 // driver picks a profile for `--target auto` from a device query without MLIR.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -55,6 +56,8 @@ struct TargetProfile {
   int64_t decodePrefetchMinModelBytes = 0;
   CooperativeMatrixApi cooperativeMatrixApi = CooperativeMatrixApi::NV;
   uint32_t vendorId = 0; // the PCI vendor it is tuned for, which `--target auto` asks of a device; 0: any
+  std::optional<CoopMatMulTiling> gateUpTiling =
+      std::nullopt; // --target named the grouped gate/up projections' tiling
 };
 
 // NVIDIA's PCI vendor id.
@@ -131,6 +134,7 @@ inline int64_t coopQKVColumns(const CoopMatMulTiling &tiling, int64_t nq, int64_
 // of all their rows. Never split over K: their epilogues need whole sums.
 inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t k, int64_t n,
                                            int64_t nK = 0, int64_t nV = 0) {
+  if (gateUp && profile.gateUpTiling) return *profile.gateUpTiling;
   CoopMatMulTiling tiling = coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
   tiling.splitK = 1;
   // The gate/up keeps 2 × 4 subgroups of 64 × 32 on 128 × 128 tiles: on 4 × 4 the 8B's took 540.6 µs
@@ -225,21 +229,13 @@ inline const TargetProfile *findTargetProfile(std::string_view name) {
   return nullptr;
 }
 
-// A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
-// its matmul tiling, "nvidia:TxNxK:WTxWN[:S[:P]]" (tokens × outputs × reduction step per workgroup,
-// subgroups along tokens × outputs, optionally the staging buffers, 1 or 2 (default), and the K split of
-// plain projections, 1 to 8 (default 1); e.g. nvidia:128x128x32:2x4 or nvidia:64x64x32:2x2:2:4), to tune on
-// a device. std::nullopt when it does not parse.
-inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
-  size_t colon = spec.find(':');
-  const TargetProfile *base = findTargetProfile(spec.substr(0, colon));
-  if (!base) return std::nullopt;
-  TargetProfile profile = *base;
-  if (colon == std::string_view::npos) return profile;
-  if (!profile.cooperativeMatrix) return std::nullopt;
+// A matmul tiling as --target spells it, "TxNxK:WTxWN[:S[:P]]" (tokens × outputs × reduction step per
+// workgroup, subgroups along tokens × outputs, optionally the staging buffers, 1 or 2 (default), and the K
+// split of plain projections, 1 to 8 (default 1)). std::nullopt when it does not parse.
+inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
   int64_t v[5], stages = 2, split = 1;
   int used = 0, usedWithStages = 0, usedWithSplit = 0;
-  std::string text(spec.substr(colon + 1));
+  std::string text(spec);
   if (std::sscanf(text.c_str(), "%ldx%ldx%ld:%ldx%ld%n:%ld%n:%ld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used,
                   &stages, &usedWithStages, &split, &usedWithSplit) < 5)
     return std::nullopt;
@@ -249,9 +245,35 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
     if (x <= 0 || x > 1024) return std::nullopt;
   if (stages != 1 && stages != 2) return std::nullopt;
   if (split < 1 || split > kMaxSplitK) return std::nullopt;
+  return CoopMatMulTiling{v[0], v[1], v[2], v[3], v[4], stages, split};
+}
+
+// A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
+// its matmul tiling, "nvidia:TILING" (parseCoopTiling; e.g. nvidia:128x128x32:2x4 or nvidia:64x64x32:2x2:2:4)
+// for every matmul, or "nvidia@gate-up=TILING" for the grouped gate/up projections only, to tune on a
+// device. std::nullopt when it does not parse.
+inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
+  const size_t colon = spec.find(':'), at = spec.find('@');
+  const size_t nameEnd = std::min(colon, at);
+  const TargetProfile *base = findTargetProfile(spec.substr(0, nameEnd));
+  if (!base) return std::nullopt;
+  TargetProfile profile = *base;
+  if (nameEnd == std::string_view::npos) return profile;
+  if (!profile.cooperativeMatrix) return std::nullopt;
+  constexpr std::string_view kGateUp = "@gate-up=";
+  std::optional<CoopMatMulTiling> tiling;
+  if (nameEnd == at) {
+    if (spec.substr(at, kGateUp.size()) != kGateUp) return std::nullopt;
+    tiling = parseCoopTiling(spec.substr(at + kGateUp.size()));
+    if (!tiling || tiling->splitK != 1) return std::nullopt;
+    profile.gateUpTiling = tiling;
+  } else {
+    tiling = parseCoopTiling(spec.substr(colon + 1));
+    if (!tiling) return std::nullopt;
+    profile.coopTiling = *tiling;
+    profile.tilingGiven = true;
+  }
   profile.name = std::string(spec);
-  profile.coopTiling = {v[0], v[1], v[2], v[3], v[4], stages, split};
-  profile.tilingGiven = true;
   return profile;
 }
 
