@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <utility>
 
 namespace gerbil::vk {
 
 using detail::allComputeAndTransferBarrier;
 using detail::check;
 using detail::mebibytes;
+using detail::submitOne;
+using detail::waitForFence;
 
 struct Buffer::SharedMemory {
   VkDevice device = VK_NULL_HANDLE;
@@ -327,16 +330,50 @@ void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t by
   Impl &s = *impl_;
   s.ensureStaging(bytes);
   const char *source = static_cast<const char *>(data);
-  for (uint64_t done = 0; done < bytes;) {
-    uint64_t chunk = std::min(bytes - done, s.stagingBytes);
-    support::copyInParallel(s.stagingMapped, source + done, chunk);
+  if (bytes <= s.stagingBytes) {
+    support::copyInParallel(s.stagingMapped, source, bytes);
     VkCommandBuffer cmd = beginCommands();
     allComputeAndTransferBarrier(cmd); // earlier dispatches reading or writing dst finish first
-    VkBufferCopy region{0, offset + done, chunk};
+    VkBufferCopy region{0, offset, bytes};
     vkCmdCopyBuffer(cmd, s.staging, dst.buffer_, 1, &region);
     allComputeAndTransferBarrier(cmd); // later dispatches see the copy
     submitAndWait(cmd);
-    done += chunk;
+    return;
+  }
+  // Longer uploads alternate between the staging buffer's halves: the host fills one while the device
+  // copies the other out, so that the two copies overlap instead of taking turns.
+  const uint64_t half = std::max<uint64_t>(s.stagingBytes / 2 / 16 * 16, 16);
+  VkCommandBuffer inFlight[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE}, recording = VK_NULL_HANDLE;
+  auto finish = [&](int slot) {
+    if (!inFlight[slot]) return;
+    VkCommandBuffer cmd = std::exchange(inFlight[slot], VK_NULL_HANDLE);
+    waitForFence(s.device, s.uploadFences[slot], s.spinWaitMicroseconds);
+    if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
+  };
+  try {
+    int slot = 0;
+    for (uint64_t done = 0; done < bytes; done += half, slot ^= 1) {
+      const uint64_t chunk = std::min(bytes - done, half);
+      finish(slot); // its half is free again
+      char *into = static_cast<char *>(s.stagingMapped) + slot * half;
+      support::copyInParallel(into, source + done, chunk);
+      recording = beginCommands();
+      allComputeAndTransferBarrier(recording);
+      VkBufferCopy region{slot * half, offset + done, chunk};
+      vkCmdCopyBuffer(recording, s.staging, dst.buffer_, 1, &region);
+      allComputeAndTransferBarrier(recording);
+      check(vkEndCommandBuffer(recording), "vkEndCommandBuffer");
+      check(vkResetFences(s.device, 1, &s.uploadFences[slot]), "vkResetFences");
+      check(submitOne(s.queue, recording, s.uploadFences[slot]), "vkQueueSubmit");
+      inFlight[slot] = std::exchange(recording, VK_NULL_HANDLE);
+    }
+    finish(slot);
+    finish(slot ^ 1);
+  } catch (...) {
+    vkQueueWaitIdle(s.queue); // nothing may still read the staging buffer when it is reused or freed
+    for (VkCommandBuffer cmd : {inFlight[0], inFlight[1], recording})
+      if (cmd && vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
+    throw;
   }
 }
 

@@ -37,6 +37,11 @@ inline void allComputeAndTransferBarrier(VkCommandBuffer cmd) {
   vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+// Polls `fence` for up to spinMicroseconds, then blocks; throws if the GPU does not finish in time.
+void waitForFence(VkDevice device, VkFence fence, uint32_t spinMicroseconds);
+// Submits one command buffer, signalling `fence` (or none) when it completes.
+VkResult submitOne(VkQueue queue, VkCommandBuffer cmd, VkFence fence);
+
 struct InstanceHandles {
   VkInstance instance = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
@@ -88,7 +93,10 @@ struct Context::Impl {
   // Outgrown pools stay until the end: a command buffer being recorded may still name one.
   std::vector<VkQueryPool> retiredTimestampPools;
 
-  // One host-visible buffer, reused by every staged upload and download (each waits until done).
+  // One host-visible buffer, reused by every staged upload and download (each waits until done). An upload
+  // longer than it goes in halves, one filled by the host while the device copies out of the other, each
+  // half's copy signalling its fence.
+  VkFence uploadFences[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
   VkBuffer staging = VK_NULL_HANDLE;
   VkDeviceMemory stagingMemory = VK_NULL_HANDLE;
   void *stagingMapped = nullptr;

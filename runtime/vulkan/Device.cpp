@@ -18,6 +18,8 @@ using detail::allComputeAndTransferBarrier;
 using detail::check;
 using detail::InstanceHandles;
 using detail::mebibytes;
+using detail::submitOne;
+using detail::waitForFence;
 
 namespace {
 
@@ -517,6 +519,8 @@ Context::Impl::~Impl() {
     for (VkQueryPool p : retiredTimestampPools) vkDestroyQueryPool(device, p, nullptr);
     destroyStaging();
     if (fence) vkDestroyFence(device, fence, nullptr);
+    for (VkFence f : uploadFences)
+      if (f) vkDestroyFence(device, f, nullptr);
     if (commandPool) vkDestroyCommandPool(device, commandPool, nullptr);
     vkDestroyDevice(device, nullptr);
   }
@@ -766,6 +770,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   VkFenceCreateInfo fenceInfo{};
   fenceInfo.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(vkCreateFence(s.device, &fenceInfo, nullptr, &s.fence), "vkCreateFence");
+  for (VkFence &f : s.uploadFences) check(vkCreateFence(s.device, &fenceInfo, nullptr, &f), "vkCreateFence");
 }
 
 Context::~Context() {
@@ -1006,9 +1011,9 @@ void Context::computeBarrier(VkCommandBuffer cmd) {
   allComputeAndTransferBarrier(cmd);
 }
 
-namespace {
-// Waits for the context's fence: polls it for up to spinMicroseconds, then blocks. Throws if the GPU does
-// not finish within kFenceTimeoutSeconds or the wait fails.
+namespace detail {
+// Polls `fence` for up to spinMicroseconds, then blocks. Throws if the GPU does not finish within
+// kFenceTimeoutSeconds or the wait fails.
 void waitForFence(VkDevice device, VkFence fence, uint32_t spinMicroseconds) {
   VkResult result = VK_NOT_READY;
   if (spinMicroseconds > 0) {
@@ -1031,7 +1036,7 @@ VkResult submitOne(VkQueue queue, VkCommandBuffer cmd, VkFence fence) {
   submit.pCommandBuffers = &cmd;
   return vkQueueSubmit(queue, 1, &submit, fence);
 }
-} // namespace
+} // namespace detail
 
 void Context::submit(VkCommandBuffer cmd) {
   Impl &s = *impl_;
