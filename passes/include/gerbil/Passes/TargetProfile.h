@@ -56,8 +56,8 @@ struct TargetProfile {
   int64_t decodePrefetchMinModelBytes = 0;
   CooperativeMatrixApi cooperativeMatrixApi = CooperativeMatrixApi::NV;
   uint32_t vendorId = 0; // the PCI vendor it is tuned for, which `--target auto` asks of a device; 0: any
-  std::optional<CoopMatMulTiling> gateUpTiling =
-      std::nullopt; // --target named the grouped gate/up projections' tiling
+  // The grouped gate/up projections' tiling, where --target names one (nvidia@gate-up=TILING).
+  std::optional<CoopMatMulTiling> gateUpTiling = std::nullopt;
 };
 
 // NVIDIA's PCI vendor id.
