@@ -400,9 +400,10 @@ protected:
 
 TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
   // The profile's tiling and those the catalog picks for wide projections (one staging buffer, or 16
-  // subgroups).
-  for (const char *target : {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1",
-                             "nvidia:128x128x32:4x4", "nvidia:128x128x64:2x4:1"})
+  // subgroups); sweep bt's 128 × 192 gate/up tiles (96 outputs of each matrix) on 4 × 2 and 8 × 2.
+  for (const char *target :
+       {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1", "nvidia:128x128x32:4x4",
+        "nvidia:128x128x64:2x4:1", "nvidia:128x192x64:4x2:1", "nvidia:128x192x64:8x2:1"})
     for (int variant = 0; variant < 4; ++variant) {
       MatMulSpec spec;
       spec.variant = codegen::MatMulVariant::Coop;
