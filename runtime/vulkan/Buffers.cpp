@@ -330,19 +330,10 @@ void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t by
   Impl &s = *impl_;
   s.ensureStaging(bytes);
   const char *source = static_cast<const char *>(data);
-  if (bytes <= s.stagingBytes) {
-    support::copyInParallel(s.stagingMapped, source, bytes);
-    VkCommandBuffer cmd = beginCommands();
-    allComputeAndTransferBarrier(cmd); // earlier dispatches reading or writing dst finish first
-    VkBufferCopy region{0, offset, bytes};
-    vkCmdCopyBuffer(cmd, s.staging, dst.buffer_, 1, &region);
-    allComputeAndTransferBarrier(cmd); // later dispatches see the copy
-    submitAndWait(cmd);
-    return;
-  }
-  // Longer uploads alternate between the staging buffer's halves: the host fills one while the device
-  // copies the other out, so that the two copies overlap instead of taking turns.
-  const uint64_t half = std::max<uint64_t>(s.stagingBytes / 2 / 16 * 16, 16);
+  // An upload longer than the staging buffer alternates between its halves: the host fills one while the
+  // device copies the other out, so that the two copies overlap instead of taking turns (the staging buffer
+  // is then stagingChunkBytes, at least 4 KiB). A shorter one is one chunk.
+  const uint64_t chunkBytes = bytes <= s.stagingBytes ? bytes : s.stagingBytes / 2 / 16 * 16;
   VkCommandBuffer inFlight[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE}, recording = VK_NULL_HANDLE;
   auto finish = [&](int slot) {
     if (!inFlight[slot]) return;
@@ -352,16 +343,16 @@ void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t by
   };
   try {
     int slot = 0;
-    for (uint64_t done = 0; done < bytes; done += half, slot ^= 1) {
-      const uint64_t chunk = std::min(bytes - done, half);
+    for (uint64_t done = 0; done < bytes; done += chunkBytes, slot ^= 1) {
+      const uint64_t chunk = std::min(bytes - done, chunkBytes);
       finish(slot); // its half is free again
-      char *into = static_cast<char *>(s.stagingMapped) + slot * half;
+      char *into = static_cast<char *>(s.stagingMapped) + slot * chunkBytes;
       support::copyInParallel(into, source + done, chunk);
       recording = beginCommands();
-      allComputeAndTransferBarrier(recording);
-      VkBufferCopy region{slot * half, offset + done, chunk};
+      allComputeAndTransferBarrier(recording); // earlier dispatches reading or writing dst finish first
+      VkBufferCopy region{slot * chunkBytes, offset + done, chunk};
       vkCmdCopyBuffer(recording, s.staging, dst.buffer_, 1, &region);
-      allComputeAndTransferBarrier(recording);
+      allComputeAndTransferBarrier(recording); // later dispatches see the copy
       check(vkEndCommandBuffer(recording), "vkEndCommandBuffer");
       check(vkResetFences(s.device, 1, &s.uploadFences[slot]), "vkResetFences");
       check(submitOne(s.queue, recording, s.uploadFences[slot]), "vkQueueSubmit");
@@ -369,6 +360,7 @@ void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t by
     }
     finish(slot);
     finish(slot ^ 1);
+    s.recycleSubmitted(); // the first copy's barrier waited for them
   } catch (...) {
     vkQueueWaitIdle(s.queue); // nothing may still read the staging buffer when it is reused or freed
     for (VkCommandBuffer cmd : {inFlight[0], inFlight[1], recording})

@@ -105,6 +105,9 @@ struct Context::Impl {
   ~Impl();
   void destroyStaging();
   void ensureStaging(uint64_t bytes);
+  // Returns the command buffers submit() left to the idle list, once a later submission that waited for
+  // them (a barrier) has signalled its fence.
+  void recycleSubmitted();
   VkDescriptorPool addDescriptorPool(uint32_t descriptors);
   VkDescriptorSet allocateDescriptorSet(VkDescriptorSetLayout layout, uint32_t descriptors);
 };

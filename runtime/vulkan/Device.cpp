@@ -1078,9 +1078,13 @@ void Context::submitAndWait(VkCommandBuffer cmd) {
   waitForFence(s.device, s.fence, s.spinWaitMicroseconds);
   recycle();
   // Earlier submissions finished too: this one's barriers waited for their commands, and its fence for it.
-  for (VkCommandBuffer earlier : s.submittedCommandBuffers)
-    if (vkResetCommandBuffer(earlier, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(earlier);
-  s.submittedCommandBuffers.clear();
+  s.recycleSubmitted();
+}
+
+void Context::Impl::recycleSubmitted() {
+  for (VkCommandBuffer earlier : submittedCommandBuffers)
+    if (vkResetCommandBuffer(earlier, 0) == VK_SUCCESS) idleCommandBuffers.push_back(earlier);
+  submittedCommandBuffers.clear();
 }
 
 // ---------------------------------------------------------------------------------------------------------
