@@ -1,4 +1,5 @@
 #include "runtime/exec/WeightLoader.h"
+#include "runtime/vulkan/UploadStream.h"
 
 #include "runtime/support/Clock.h"
 #include "runtime/support/Parallel.h"
@@ -160,46 +161,75 @@ std::vector<uint8_t> convertWeight(const plan::Weight &w, const weights::TensorV
   return out;
 }
 
-void convertWeightInto(const plan::Weight &w, const weights::TensorView &t,
-                       std::span<const float> columnScale, std::vector<uint8_t> &out) {
-  checkShape(w, t);
-  int64_t rows = w.shape[0], cols = w.shape.size() > 1 ? w.shape[1] : 1;
+namespace {
+// Throws unless columnScale is empty or holds one value a column of the weight.
+void checkColumnScale(const plan::Weight &w, std::span<const float> columnScale, int64_t cols) {
   if (!columnScale.empty() && int64_t(columnScale.size()) != cols)
     throw weights::WeightError("weight '" + w.name + "': " + std::to_string(columnScale.size()) +
                                " column scales for " + std::to_string(cols) + " columns");
-  auto scaled = [&](float value, int64_t c) { return columnScale.empty() ? value : value * columnScale[c]; };
-  out.resize(w.bytes());
-  int64_t rowOffset = w.sliceDim == 0 ? w.sliceStart : 0, colOffset = w.sliceDim == 1 ? w.sliceStart : 0;
-  if (!w.transpose) {
-    // The source after slicing is [rows, sourceCols] from (rowOffset, colOffset).
-    int64_t sourceCols = t.shape.size() > 1 ? t.shape[1] : 1;
-    if (sameEncoding(t.dtype, w.deviceDType) && columnScale.empty()) {
-      // The bytes as they are: a copy of each row (of the whole tensor at once where nothing is cut).
-      const size_t element = weights::byteSize(t.dtype), rowBytes = size_t(cols) * element;
-      const uint8_t *source = t.data + size_t(rowOffset * sourceCols + colOffset) * element;
-      if (const uint8_t *whole = bytesInPlace(w, t)) {
-        std::memcpy(out.data(), whole, out.size());
-      } else {
-        support::parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
-          for (int64_t r = begin; r < end; ++r)
-            std::memcpy(out.data() + size_t(r) * rowBytes, source + size_t(r * sourceCols) * element,
-                        rowBytes);
-        });
-      }
-      return;
+}
+int64_t weightColumns(const plan::Weight &w) {
+  return w.shape.size() > 1 ? w.shape[1] : 1;
+}
+} // namespace
+
+uint64_t weightRowBytes(const plan::Weight &w) {
+  return w.transpose ? 0 : uint64_t(weightColumns(w)) * plan::byteSize(w.deviceDType);
+}
+
+void convertWeightRows(const plan::Weight &w, const weights::TensorView &t,
+                       std::span<const float> columnScale, int64_t firstRow, int64_t rowCount, uint8_t *out) {
+  checkShape(w, t);
+  const int64_t cols = weightColumns(w);
+  checkColumnScale(w, columnScale, cols);
+  if (w.transpose || firstRow < 0 || rowCount < 0 || firstRow + rowCount > w.shape[0])
+    throw weights::WeightError("weight '" + w.name + "': rows " + std::to_string(firstRow) + " to " +
+                               std::to_string(firstRow + rowCount) + " cannot be converted on their own");
+  int64_t rowOffset = (w.sliceDim == 0 ? w.sliceStart : 0) + firstRow,
+          colOffset = w.sliceDim == 1 ? w.sliceStart : 0;
+  // The source after slicing is [rows, sourceCols] from (rowOffset, colOffset).
+  int64_t sourceCols = t.shape.size() > 1 ? t.shape[1] : 1;
+  if (sameEncoding(t.dtype, w.deviceDType) && columnScale.empty()) {
+    // The bytes as they are: a copy of each row (of all of them at once where no columns are cut).
+    const size_t element = weights::byteSize(t.dtype), rowBytes = size_t(cols) * element;
+    const uint8_t *source = t.data + size_t(rowOffset * sourceCols + colOffset) * element;
+    if (sourceCols == cols) {
+      support::copyInParallel(out, source, size_t(rowCount) * rowBytes);
+    } else {
+      support::parallelRanges(rowCount, cols, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+          std::memcpy(out + size_t(r) * rowBytes, source + size_t(r * sourceCols) * element, rowBytes);
+      });
     }
-    support::parallelRanges(rows, cols, [&](int64_t begin, int64_t end) {
-      std::vector<float> row(cols);
-      for (int64_t r = begin; r < end; ++r) {
-        weights::convertToF32(t, (r + rowOffset) * sourceCols + colOffset, cols, row.data());
-        if (!columnScale.empty())
-          for (int64_t c = 0; c < cols; ++c) row[c] *= columnScale[c];
-        if (w.deviceDType == plan::DType::F16) checkHalfRange(w, t, row.data(), cols);
-        storeRow(w.deviceDType, row.data(), cols, out.data(), r * cols);
-      }
-    });
     return;
   }
+  support::parallelRanges(rowCount, cols, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(cols);
+    for (int64_t r = begin; r < end; ++r) {
+      weights::convertToF32(t, (r + rowOffset) * sourceCols + colOffset, cols, row.data());
+      if (!columnScale.empty())
+        for (int64_t c = 0; c < cols; ++c) row[c] *= columnScale[c];
+      if (w.deviceDType == plan::DType::F16) checkHalfRange(w, t, row.data(), cols);
+      storeRow(w.deviceDType, row.data(), cols, out, r * cols);
+    }
+  });
+}
+
+void convertWeightInto(const plan::Weight &w, const weights::TensorView &t,
+                       std::span<const float> columnScale, std::vector<uint8_t> &out) {
+  checkShape(w, t);
+  int64_t rows = w.shape[0], cols = weightColumns(w);
+  checkColumnScale(w, columnScale, cols);
+  out.resize(w.bytes());
+  if (!w.transpose) {
+    if (const uint8_t *whole = columnScale.empty() ? bytesInPlace(w, t) : nullptr)
+      std::memcpy(out.data(), whole, out.size());
+    else
+      convertWeightRows(w, t, columnScale, 0, rows, out.data());
+    return;
+  }
+  auto scaled = [&](float value, int64_t c) { return columnScale.empty() ? value : value * columnScale[c]; };
+  int64_t rowOffset = w.sliceDim == 0 ? w.sliceStart : 0, colOffset = w.sliceDim == 1 ? w.sliceStart : 0;
   // Transposed (GPT-2 Conv1D [in, out]): the source row c holds column c of the weight.
   int64_t sourceRowLength = t.shape[1];
   support::parallelRanges(cols, rows, [&](int64_t begin, int64_t end) {
@@ -250,27 +280,49 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
   std::vector<vk::Buffer> buffers = context.createBuffers(requests, blockBytes);
   std::vector<uint8_t> converted; // reused: its pages stay mapped from one weight to the next
   std::map<int32_t, std::vector<float>> scales; // folded norm weights, converted once for all their matrices
+  auto start = support::Clock::now();
+  // One stream for all: the host fills one half of the staging buffer while the device copies the other out,
+  // small weights share a copy, and converted rows are written straight into the staging buffer.
+  vk::UploadStream stream(context, total);
   for (size_t i = 0; i < plan.weights.size(); ++i) {
     const plan::Weight &w = plan.weights[i];
     const weights::TensorView &t = findTensor(w, checkpoint);
     vk::Buffer &buffer = buffers[i];
-    // Straight from the mapped file where the bytes are already the device's; else through a conversion.
-    const uint8_t *bytes = deviceBytesInPlace(w, t);
-    if (!bytes) {
+    auto copyFrom = [](const uint8_t *bytes) {
+      return [bytes](uint64_t at, uint64_t count, void *into) {
+        support::copyInParallel(into, bytes + at, count);
+      };
+    };
+    // Straight from the mapped file where the bytes are already the device's; else through a conversion,
+    // into the staging buffer a run of whole rows at a time, or (transposed, or rows past half of it) whole.
+    if (const uint8_t *bytes = deviceBytesInPlace(w, t)) {
+      stream.write(buffer, 0, w.bytes(), 1, copyFrom(bytes));
+    } else {
       static const std::vector<float> kNoScale;
-      auto start = support::Clock::now();
+      auto converting = support::Clock::now();
       const std::vector<float> &columnScale =
           w.scaleColumnsBy >= 0 ? columnScales(plan, checkpoint, w.scaleColumnsBy, scales) : kNoScale;
-      convertWeightInto(w, t, columnScale, converted);
-      loaded.convertMs += support::msSince(start);
-      bytes = converted.data();
+      const uint64_t rowBytes = weightRowBytes(w);
+      if (rowBytes > 0 && rowBytes <= stream.granuleLimit()) {
+        loaded.convertMs += support::msSince(converting);
+        stream.write(buffer, 0, w.bytes(), rowBytes, [&](uint64_t at, uint64_t count, void *into) {
+          auto rows = support::Clock::now();
+          convertWeightRows(w, t, columnScale, int64_t(at / rowBytes), int64_t(count / rowBytes),
+                            static_cast<uint8_t *>(into));
+          loaded.convertMs += support::msSince(rows);
+        });
+      } else {
+        convertWeightInto(w, t, columnScale, converted);
+        loaded.convertMs += support::msSince(converting);
+        stream.write(buffer, 0, w.bytes(), 1, copyFrom(converted.data()));
+        stream.finish(); // `converted` is reused by the next weight
+      }
     }
-    auto start = support::Clock::now();
-    context.upload(buffer, 0, bytes, w.bytes());
-    loaded.uploadMs += support::msSince(start);
     loaded.bytes += w.bytes();
     if (progress) progress(loaded.bytes, total);
   }
+  stream.finish();
+  loaded.uploadMs = support::msSince(start) - loaded.convertMs;
   loaded.buffers = std::move(buffers); // the vector's storage moves; the buffers stay where they are
   return loaded;
 }

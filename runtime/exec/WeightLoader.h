@@ -44,6 +44,13 @@ std::vector<uint8_t> convertWeight(const plan::Weight &weight, const weights::Te
 // against 2.7 s copied straight from the file).
 void convertWeightInto(const plan::Weight &weight, const weights::TensorView &tensor,
                        std::span<const float> columnScale, std::vector<uint8_t> &out);
+// Rows [firstRow, firstRow + rowCount) of the weight's device bytes, written to `out` (the loader converts
+// into the staging buffer a run of rows at a time). Not for transposed weights (each device row gathers a
+// column of the tensor): throws WeightError, as for rows outside the weight.
+void convertWeightRows(const plan::Weight &weight, const weights::TensorView &tensor,
+                       std::span<const float> columnScale, int64_t firstRow, int64_t rowCount, uint8_t *out);
+// The bytes of one device row of the weight; 0 for a transposed one.
+uint64_t weightRowBytes(const plan::Weight &weight);
 // The device bytes of a weight where the tensor already holds them in one block (same dtype, not transposed,
 // not cut across its rows): a pointer into the tensor's data, else nullptr. Throws WeightError as
 // convertWeight.

@@ -1,5 +1,6 @@
 // Buffers, the device memory behind them, and the copies between them and the host.
 #include "runtime/vulkan/ContextImpl.h"
+#include "runtime/vulkan/UploadStream.h"
 
 #include "runtime/support/Parallel.h"
 
@@ -12,6 +13,7 @@ namespace gerbil::vk {
 
 using detail::allComputeAndTransferBarrier;
 using detail::check;
+using detail::checkCopyRange;
 using detail::mebibytes;
 using detail::submitOne;
 using detail::waitForFence;
@@ -302,7 +304,7 @@ void Context::Impl::ensureStaging(uint64_t bytes) {
   stagingBytes = bytes;
 }
 
-namespace {
+namespace detail {
 
 void checkCopyRange(const char *operation, const Buffer &buffer, uint64_t offset, uint64_t bytes,
                     const void *data) {
@@ -315,64 +317,23 @@ void checkCopyRange(const char *operation, const Buffer &buffer, uint64_t offset
   if (bytes > 0 && !data) throw VulkanError(std::string(operation) + ": no host memory given");
 }
 
-} // namespace
+} // namespace detail
 
 void Context::upload(Buffer &dst, uint64_t offset, const void *data, uint64_t bytes) {
   checkCopyRange("upload", dst, offset, bytes, data);
-  if (dst.ctx_ != this) throw VulkanError("upload: the buffer belongs to another context");
   if (bytes == 0) return;
-  // Host writes before vkQueueSubmit are visible to the device without a barrier, so mapped memory is simply
-  // written (no submission can be running: every submission is waited for).
-  if (dst.mapped_) {
-    support::copyInParallel(static_cast<char *>(dst.mapped_) + offset, data, bytes);
-    return;
-  }
-  Impl &s = *impl_;
-  s.ensureStaging(bytes);
-  const char *source = static_cast<const char *>(data);
-  // An upload longer than the staging buffer alternates between its halves: the host fills one while the
-  // device copies the other out, so that the two copies overlap instead of taking turns (the staging buffer
-  // is then stagingChunkBytes, at least 4 KiB). A shorter one is one chunk.
-  const uint64_t chunkBytes = bytes <= s.stagingBytes ? bytes : s.stagingBytes / 2 / 16 * 16;
-  VkCommandBuffer inFlight[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE}, recording = VK_NULL_HANDLE;
-  auto finish = [&](int slot) {
-    if (!inFlight[slot]) return;
-    VkCommandBuffer cmd = std::exchange(inFlight[slot], VK_NULL_HANDLE);
-    waitForFence(s.device, s.uploadFences[slot], s.spinWaitMicroseconds);
-    if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
-  };
-  try {
-    int slot = 0;
-    for (uint64_t done = 0; done < bytes; done += chunkBytes, slot ^= 1) {
-      const uint64_t chunk = std::min(bytes - done, chunkBytes);
-      finish(slot); // its half is free again
-      char *into = static_cast<char *>(s.stagingMapped) + slot * chunkBytes;
-      support::copyInParallel(into, source + done, chunk);
-      recording = beginCommands();
-      allComputeAndTransferBarrier(recording); // earlier dispatches reading or writing dst finish first
-      VkBufferCopy region{slot * chunkBytes, offset + done, chunk};
-      vkCmdCopyBuffer(recording, s.staging, dst.buffer_, 1, &region);
-      allComputeAndTransferBarrier(recording); // later dispatches see the copy
-      check(vkEndCommandBuffer(recording), "vkEndCommandBuffer");
-      check(vkResetFences(s.device, 1, &s.uploadFences[slot]), "vkResetFences");
-      check(submitOne(s.queue, recording, s.uploadFences[slot]), "vkQueueSubmit");
-      inFlight[slot] = std::exchange(recording, VK_NULL_HANDLE);
-    }
-    finish(slot);
-    finish(slot ^ 1);
-    s.recycleSubmitted(); // the first copy's barrier waited for them
-  } catch (...) {
-    vkQueueWaitIdle(s.queue); // nothing may still read the staging buffer when it is reused or freed
-    for (VkCommandBuffer cmd : {inFlight[0], inFlight[1], recording})
-      if (cmd && vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
-    throw;
-  }
+  UploadStream stream(*this, bytes);
+  stream.write(dst, offset, bytes, 1, [data](uint64_t at, uint64_t count, void *into) {
+    support::copyInParallel(into, static_cast<const char *>(data) + at, count);
+  });
+  stream.finish();
 }
 
 void Context::download(const Buffer &src, uint64_t offset, void *data, uint64_t bytes) {
   checkCopyRange("download", src, offset, bytes, data);
   if (src.ctx_ != this) throw VulkanError("download: the buffer belongs to another context");
   if (bytes == 0) return;
+  if (impl_->uploadStreamOpen) throw VulkanError("download: an upload stream of this context is open");
   // submitAndWait ends every command buffer with a barrier to the host, so mapped memory is up to date.
   if (src.mapped_) {
     std::memcpy(data, static_cast<const char *>(src.mapped_) + offset, bytes);

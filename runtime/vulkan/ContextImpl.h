@@ -37,6 +37,10 @@ inline void allComputeAndTransferBarrier(VkCommandBuffer cmd) {
   vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+// Throws VulkanError (naming `operation`) unless [offset, offset + bytes) lies within the live `buffer` and
+// there is host memory (`data`) for a copy of any bytes.
+void checkCopyRange(const char *operation, const Buffer &buffer, uint64_t offset, uint64_t bytes,
+                    const void *data);
 // Polls `fence` for up to spinMicroseconds, then blocks; throws if the GPU does not finish in time.
 void waitForFence(VkDevice device, VkFence fence, uint32_t spinMicroseconds);
 // Submits one command buffer, signalling `fence` (or none) when it completes.
@@ -93,14 +97,15 @@ struct Context::Impl {
   // Outgrown pools stay until the end: a command buffer being recorded may still name one.
   std::vector<VkQueryPool> retiredTimestampPools;
 
-  // One host-visible buffer, reused by every staged upload and download (each waits until done). An upload
-  // longer than it goes in halves, one filled by the host while the device copies out of the other, each
-  // half's copy signalling its fence.
+  // One host-visible buffer, reused by every staged upload and download (each waits until done). Uploads go
+  // through an UploadStream, which alternates between its halves, each half's copies signalling its fence;
+  // one stream at a time.
   VkFence uploadFences[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
   VkBuffer staging = VK_NULL_HANDLE;
   VkDeviceMemory stagingMemory = VK_NULL_HANDLE;
   void *stagingMapped = nullptr;
   uint64_t stagingBytes = 0;
+  bool uploadStreamOpen = false;
 
   ~Impl();
   void destroyStaging();

@@ -127,6 +127,7 @@ public:
 
 private:
   friend class Context;
+  friend class UploadStream;
   Context *ctx_ = nullptr;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
@@ -185,7 +186,8 @@ public:
   // many tensors then needs few allocations, of which drivers may allow as few as 4096
   // (maxMemoryAllocationCount). Kernels read them no faster (docs/decode-latency.md).
   std::vector<Buffer> createBuffers(std::span<const BufferRequest> requests, uint64_t blockBytes);
-  // Host <-> device copies through a staging buffer; they wait until done.
+  // Host <-> device copies through a staging buffer; they wait until done. Many uploads in a row (a model's
+  // weights) go faster through one UploadStream (UploadStream.h), which upload itself uses.
   void upload(Buffer &dst, uint64_t offset, const void *data, uint64_t bytes);
   void download(const Buffer &src, uint64_t offset, void *data, uint64_t bytes);
   void fill(Buffer &dst, uint32_t value);
@@ -229,6 +231,7 @@ public:
 
 private:
   friend class Buffer;
+  friend class UploadStream;
   // Buffers.cpp: the steps createBuffer and createBuffers share.
   uint64_t checkedBufferSize(uint64_t bytes, const std::string &what) const;
   VulkanError outOfMemory(const std::string &what, uint64_t bytes) const;

@@ -2,6 +2,7 @@
 // VK_DRIVER_FILES set by ctest) and skip, not fail, when there is no Vulkan driver at all.
 #include "runtime/vulkan/Device.h"
 #include "runtime/vulkan/PipelineStatistics.h"
+#include "runtime/vulkan/UploadStream.h"
 
 #include "double_plus_start.spv.h"
 
@@ -207,6 +208,71 @@ TEST(VulkanBuffers, StagedRoundTripLargerThanTheDefaultChunk) {
   ctx->upload(buffer, 0, sent.data(), bytes);
   ctx->download(buffer, 0, received.data(), bytes);
   EXPECT_TRUE(sent == received);
+}
+
+// An UploadStream packs pieces of several buffers into each half of the staging buffer, fills them in runs
+// of whole granules, and alternates between the halves across pieces.
+TEST(VulkanBuffers, UploadStreamPacksPiecesIntoHalves) {
+  ContextOptions options;
+  options.forceStaging = true;
+  options.stagingChunkBytes = 16 << 10; // halves of 8 KiB
+  CONTEXT_OR_SKIP(ctx, options);
+  std::vector<Buffer> buffers;
+  std::vector<std::vector<uint8_t>> sent;
+  // Small pieces that share a half, pieces of odd sizes, and one of many halves.
+  for (size_t bytes : {100u, 36u, 3000u, 5u, 40000u, 8192u, 777u}) {
+    buffers.push_back(ctx->createBuffer(bytes, "piece"));
+    sent.push_back(bytePattern(bytes, uint32_t(bytes)));
+  }
+  {
+    UploadStream stream(*ctx, 1 << 20);
+    EXPECT_EQ(stream.granuleLimit(), 8u << 10);
+    EXPECT_THROW(ctx->upload(buffers[0], 0, sent[0].data(), 4), VulkanError); // one stream at a time
+    std::vector<uint8_t> scratch(16);
+    EXPECT_THROW(ctx->download(buffers[0], 0, scratch.data(), 4), VulkanError);
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const uint64_t granule = i % 2 ? 1 : 12;
+      stream.write(buffers[i], 0, sent[i].size(), granule,
+                   [&, i, granule](uint64_t at, uint64_t count, void *into) {
+                     // whole granules but for the piece's tail
+                     EXPECT_TRUE(count % granule == 0 || at + count == sent[i].size()) << "piece " << i;
+                     std::memcpy(into, sent[i].data() + at, count);
+                   });
+    }
+    EXPECT_THROW(stream.write(buffers[4], 0, 16, (8 << 10) + 1, [](uint64_t, uint64_t, void *) {}),
+                 VulkanError);
+    stream.finish();
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::vector<uint8_t> received(sent[i].size());
+    ctx->download(buffers[i], 0, received.data(), received.size());
+    EXPECT_EQ(received, sent[i]) << "piece " << i;
+  }
+}
+
+// A fill that throws (a weight that does not convert) leaves the context usable: the copies in flight are
+// waited for, the rest dropped, and the next upload works.
+TEST(VulkanBuffers, UploadStreamStopsCleanlyWhenAFillThrows) {
+  ContextOptions options;
+  options.forceStaging = true;
+  options.stagingChunkBytes = 4 << 10;
+  CONTEXT_OR_SKIP(ctx, options);
+  Buffer buffer = ctx->createBuffer(20000, "weights");
+  std::vector<uint8_t> sent = bytePattern(20000, 9);
+  try {
+    UploadStream stream(*ctx, sent.size());
+    stream.write(buffer, 0, sent.size(), 1, [&](uint64_t at, uint64_t count, void *into) {
+      if (at > 9000) throw std::runtime_error("tensor 'w' holds inf");
+      std::memcpy(into, sent.data() + at, count);
+    });
+    ADD_FAILURE() << "the fill's error was lost";
+  } catch (const std::runtime_error &e) {
+    EXPECT_STREQ(e.what(), "tensor 'w' holds inf");
+  }
+  ctx->upload(buffer, 0, sent.data(), sent.size());
+  std::vector<uint8_t> received(sent.size());
+  ctx->download(buffer, 0, received.data(), received.size());
+  EXPECT_EQ(received, sent);
 }
 
 TEST(VulkanBuffers, SizesAndBounds) {

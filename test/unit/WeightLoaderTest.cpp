@@ -79,6 +79,21 @@ void check(weights::TensorDType sourceType, plan::DType deviceType, int64_t rows
   if (inPlace) {
     ASSERT_EQ(std::memcmp(inPlace, out.data(), out.size()), 0);
   }
+  // A run of rows on their own (the loader's way into the staging buffer) is those rows of the whole.
+  if (!transpose) {
+    const int64_t first = w.shape[0] / 3, count = w.shape[0] / 2;
+    const uint64_t rowBytes = exec::weightRowBytes(w);
+    ASSERT_EQ(rowBytes * uint64_t(w.shape[0]), w.bytes());
+    std::vector<uint8_t> part(size_t(count) * rowBytes);
+    exec::convertWeightRows(w, s.view, {}, first, count, part.data());
+    ASSERT_EQ(std::memcmp(part.data(), out.data() + size_t(first) * rowBytes, part.size()), 0);
+    EXPECT_THROW(exec::convertWeightRows(w, s.view, {}, first, w.shape[0], part.data()),
+                 weights::WeightError);
+  } else {
+    EXPECT_EQ(exec::weightRowBytes(w), 0u);
+    std::vector<uint8_t> part(w.bytes());
+    EXPECT_THROW(exec::convertWeightRows(w, s.view, {}, 0, 1, part.data()), weights::WeightError);
+  }
   std::vector<float> all(size_t(rows * cols));
   weights::convertToF32(s.view, 0, rows * cols, all.data());
   for (int64_t r = 0; r < w.shape[0]; ++r)
@@ -102,6 +117,9 @@ TEST(ConvertWeight, ScalesColumnsByAFoldedNormWeight) {
     w.name = "w", w.shape = {6, 40}, w.deviceDType = deviceType, w.scaleColumnsBy = 1;
     EXPECT_EQ(exec::deviceBytesInPlace(w, s.view), nullptr);
     std::vector<uint8_t> out = exec::convertWeight(w, s.view, scale);
+    std::vector<uint8_t> rows(2 * exec::weightRowBytes(w));
+    exec::convertWeightRows(w, s.view, scale, 3, 2, rows.data());
+    EXPECT_EQ(std::memcmp(rows.data(), out.data() + 3 * exec::weightRowBytes(w), rows.size()), 0);
     for (size_t i = 0; i < all.size(); ++i) {
       float expected = all[i] * scale[i % 40];
       if (deviceType == plan::DType::F16) expected = weights::halfToFloat(weights::floatToHalf(expected));
