@@ -250,28 +250,28 @@ inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
 
 // A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
 // its matmul tiling, "nvidia:TILING" (parseCoopTiling; e.g. nvidia:128x128x32:2x4 or nvidia:64x64x32:2x2:2:4)
-// for every matmul, or "nvidia@gate-up=TILING" for the grouped gate/up projections only, to tune on a
-// device. std::nullopt when it does not parse.
+// for every matmul, and/or "nvidia@gate-up=TILING" for the grouped gate/up projections (after the first if
+// both: "nvidia:TILING@gate-up=TILING"), to tune on a device. std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
-  const size_t colon = spec.find(':'), at = spec.find('@');
-  const size_t nameEnd = std::min(colon, at);
-  const TargetProfile *base = findTargetProfile(spec.substr(0, nameEnd));
+  const size_t at = spec.find('@'), colon = spec.substr(0, at).find(':');
+  const TargetProfile *base = findTargetProfile(spec.substr(0, std::min(colon, at)));
   if (!base) return std::nullopt;
   TargetProfile profile = *base;
-  if (nameEnd == std::string_view::npos) return profile;
+  if (colon == std::string_view::npos && at == std::string_view::npos) return profile;
   if (!profile.cooperativeMatrix) return std::nullopt;
-  constexpr std::string_view kGateUp = "@gate-up=";
-  std::optional<CoopMatMulTiling> tiling;
-  if (nameEnd == at) {
-    if (spec.substr(at, kGateUp.size()) != kGateUp) return std::nullopt;
-    tiling = parseCoopTiling(spec.substr(at + kGateUp.size()));
-    if (!tiling || tiling->splitK != 1) return std::nullopt;
-    profile.gateUpTiling = tiling;
-  } else {
-    tiling = parseCoopTiling(spec.substr(colon + 1));
+  if (colon != std::string_view::npos) { // the tiling of every matmul
+    std::optional<CoopMatMulTiling> tiling =
+        parseCoopTiling(spec.substr(colon + 1, at == std::string_view::npos ? at : at - colon - 1));
     if (!tiling) return std::nullopt;
     profile.coopTiling = *tiling;
     profile.tilingGiven = true;
+  }
+  if (at != std::string_view::npos) { // the gate/up projections' own, never split (their epilogue)
+    constexpr std::string_view kGateUp = "@gate-up=";
+    if (spec.substr(at, kGateUp.size()) != kGateUp) return std::nullopt;
+    std::optional<CoopMatMulTiling> tiling = parseCoopTiling(spec.substr(at + kGateUp.size()));
+    if (!tiling || tiling->splitK != 1) return std::nullopt;
+    profile.gateUpTiling = tiling;
   }
   profile.name = std::string(spec);
   return profile;
