@@ -23,8 +23,9 @@ struct LoadedWeights {
   std::vector<vk::Buffer> buffers; // one per plan weight, in plan order
   uint64_t bytes = 0;
   // Where the load's time went (host wall-clock): converting tensors to their device bytes (dtype, folded
-  // norm weights, layouts) and copying bytes to the device (staging copies and their transfers, or writes
-  // to mapped memory), each including the page faults of the mapped checkpoint it reads.
+  // norm weights, layouts; mostly straight into the staging buffer while the device copies out its other
+  // half), and the rest of the upload (copies from the file into the staging buffer or mapped memory, and
+  // waits for the device's copies), each including the page faults of the mapped checkpoint it reads.
   double convertMs = 0, uploadMs = 0;
 };
 
