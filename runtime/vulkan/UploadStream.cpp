@@ -12,11 +12,13 @@ using detail::check;
 UploadStream::UploadStream(Context &context, uint64_t expectedBytes) : context_(context) {
   Context::Impl &s = *context_.impl_;
   if (s.uploadStreamOpen) throw VulkanError("upload: another upload stream of this context is still open");
-  s.ensureStaging(std::max<uint64_t>(expectedBytes, 16));
-  // Where one copy holds everything the halves would only halve it; else the host fills one half while the
-  // device copies the other out.
-  halves_ = s.stagingBytes >= expectedBytes ? 1 : 2;
-  halfBytes_ = halves_ == 1 ? s.stagingBytes : s.stagingBytes / 2 / 16 * 16;
+  // The staging buffer ensureStaging will give it, allocated at the first staged piece (a device whose
+  // buffers are all mapped needs none). Where one copy holds everything the halves would only halve it; else
+  // the host fills one half while the device copies the other out.
+  stagingBytes_ =
+      std::max(s.stagingBytes, std::min(std::max<uint64_t>(expectedBytes, 16), s.stagingChunkBytes));
+  halves_ = stagingBytes_ >= expectedBytes ? 1 : 2;
+  halfBytes_ = halves_ == 1 ? stagingBytes_ : stagingBytes_ / 2 / 16 * 16;
   s.uploadStreamOpen = true;
 }
 
@@ -49,6 +51,7 @@ void UploadStream::write(Buffer &dst, uint64_t offset, uint64_t bytes, uint64_t 
                       " bytes do not fit the staging buffer's " + std::to_string(halfBytes_) +
                       "-byte halves");
   Context::Impl &s = *context_.impl_;
+  s.ensureStaging(stagingBytes_); // nothing in flight reads a staging buffer it would replace
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t left = bytes - done, room = halfBytes_ - used_;
     const uint64_t run = left <= room ? left : room / granule * granule;

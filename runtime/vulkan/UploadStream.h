@@ -44,6 +44,7 @@ private:
   void submitHalf();          // copies the current half's regions out and moves to the other half
   void waitForHalf(int half); // its copy done, its command buffer idle again
   Context &context_;
+  uint64_t stagingBytes_ = 0;
   uint64_t halfBytes_ = 0;
   int halves_ = 1;
   int half_ = 0;      // the half being filled
