@@ -12,6 +12,7 @@
 namespace gerbil::vk {
 
 using detail::allComputeAndTransferBarrier;
+using detail::barrierToHost;
 using detail::check;
 using detail::checkCopyRange;
 using detail::mebibytes;
@@ -342,15 +343,41 @@ void Context::download(const Buffer &src, uint64_t offset, void *data, uint64_t 
   Impl &s = *impl_;
   s.ensureStaging(bytes);
   char *destination = static_cast<char *>(data);
-  for (uint64_t done = 0; done < bytes;) {
-    uint64_t chunk = std::min(bytes - done, s.stagingBytes);
-    VkCommandBuffer cmd = beginCommands();
-    allComputeAndTransferBarrier(cmd);
-    VkBufferCopy region{offset + done, 0, chunk};
+  // A download longer than the staging buffer alternates between its halves: the device copies the next
+  // chunk into one while the host copies the last one out of the other.
+  const uint64_t chunkBytes = bytes <= s.stagingBytes ? bytes : s.stagingBytes / 2 / 16 * 16;
+  VkCommandBuffer inFlight[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
+  auto idle = [&](int half) {
+    VkCommandBuffer cmd = std::exchange(inFlight[half], VK_NULL_HANDLE);
+    if (cmd && vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
+  };
+  auto copyChunk = [&](uint64_t done, int half) {
+    inFlight[half] = beginCommands();
+    VkCommandBuffer cmd = inFlight[half];
+    allComputeAndTransferBarrier(cmd); // earlier dispatches writing src finish first
+    VkBufferCopy region{offset + done, half * chunkBytes, std::min(bytes - done, chunkBytes)};
     vkCmdCopyBuffer(cmd, src.buffer_, s.staging, 1, &region);
-    submitAndWait(cmd);
-    std::memcpy(destination + done, s.stagingMapped, chunk);
-    done += chunk;
+    barrierToHost(cmd);
+    check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+    check(vkResetFences(s.device, 1, &s.copyFences[half]), "vkResetFences");
+    check(submitOne(s.queue, cmd, s.copyFences[half]), "vkQueueSubmit");
+  };
+  try {
+    copyChunk(0, 0);
+    int half = 0;
+    for (uint64_t done = 0; done < bytes; done += chunkBytes, half ^= 1) {
+      if (done + chunkBytes < bytes) copyChunk(done + chunkBytes, half ^ 1); // its half was copied out
+      waitForFence(s.device, s.copyFences[half], s.spinWaitMicroseconds);
+      idle(half);
+      std::memcpy(destination + done, static_cast<const char *>(s.stagingMapped) + half * chunkBytes,
+                  std::min(bytes - done, chunkBytes));
+    }
+    s.recycleSubmitted(); // the first copy's barrier waited for them
+  } catch (...) {
+    vkQueueWaitIdle(s.queue); // nothing may still write the staging buffer when it is reused or freed
+    idle(0);
+    idle(1);
+    throw;
   }
 }
 

@@ -37,6 +37,17 @@ inline void allComputeAndTransferBarrier(VkCommandBuffer cmd) {
   vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+// Fence waits make device writes available but not visible to the host: mapped memory the host reads after
+// a command buffer (a mapped buffer, the staging buffer of a download) needs this barrier at its end.
+inline void barrierToHost(VkCommandBuffer cmd) {
+  VkMemoryBarrier toHost{};
+  toHost.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  toHost.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
+}
+
 // Throws VulkanError (naming `operation`) unless [offset, offset + bytes) lies within the live `buffer` and
 // there is host memory (`data`) for a copy of any bytes.
 void checkCopyRange(const char *operation, const Buffer &buffer, uint64_t offset, uint64_t bytes,
@@ -98,9 +109,9 @@ struct Context::Impl {
   std::vector<VkQueryPool> retiredTimestampPools;
 
   // One host-visible buffer, reused by every staged upload and download (each waits until done). Uploads go
-  // through an UploadStream, which alternates between its halves, each half's copies signalling its fence;
-  // one stream at a time.
-  VkFence uploadFences[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
+  // through an UploadStream, one at a time; uploads and downloads longer than it alternate between its
+  // halves, each half's copies signalling its fence.
+  VkFence copyFences[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
   VkBuffer staging = VK_NULL_HANDLE;
   VkDeviceMemory stagingMemory = VK_NULL_HANDLE;
   void *stagingMapped = nullptr;

@@ -15,6 +15,7 @@
 namespace gerbil::vk {
 
 using detail::allComputeAndTransferBarrier;
+using detail::barrierToHost;
 using detail::check;
 using detail::InstanceHandles;
 using detail::mebibytes;
@@ -519,7 +520,7 @@ Context::Impl::~Impl() {
     for (VkQueryPool p : retiredTimestampPools) vkDestroyQueryPool(device, p, nullptr);
     destroyStaging();
     if (fence) vkDestroyFence(device, fence, nullptr);
-    for (VkFence f : uploadFences)
+    for (VkFence f : copyFences)
       if (f) vkDestroyFence(device, f, nullptr);
     if (commandPool) vkDestroyCommandPool(device, commandPool, nullptr);
     vkDestroyDevice(device, nullptr);
@@ -770,7 +771,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   VkFenceCreateInfo fenceInfo{};
   fenceInfo.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(vkCreateFence(s.device, &fenceInfo, nullptr, &s.fence), "vkCreateFence");
-  for (VkFence &f : s.uploadFences) check(vkCreateFence(s.device, &fenceInfo, nullptr, &f), "vkCreateFence");
+  for (VkFence &f : s.copyFences) check(vkCreateFence(s.device, &fenceInfo, nullptr, &f), "vkCreateFence");
 }
 
 Context::~Context() {
@@ -950,16 +951,6 @@ VkCommandBuffer allocateCommandBuffer(VkDevice device, VkCommandPool pool) {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   check(vkAllocateCommandBuffers(device, &info, &cmd), "vkAllocateCommandBuffers");
   return cmd;
-}
-
-// Fence waits make device writes available but not visible to the host: mapped buffers need this barrier.
-void barrierToHost(VkCommandBuffer cmd) {
-  VkMemoryBarrier toHost{};
-  toHost.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-  toHost.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
 }
 
 } // namespace

@@ -76,8 +76,8 @@ void UploadStream::submitHalf() {
     for (const Region &r : regions_) vkCmdCopyBuffer(cmd, s.staging, r.dst, 1, &r.copy);
     allComputeAndTransferBarrier(cmd); // later dispatches see the copies
     check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-    check(vkResetFences(s.device, 1, &s.uploadFences[half_]), "vkResetFences");
-    check(detail::submitOne(s.queue, cmd, s.uploadFences[half_]), "vkQueueSubmit");
+    check(vkResetFences(s.device, 1, &s.copyFences[half_]), "vkResetFences");
+    check(detail::submitOne(s.queue, cmd, s.copyFences[half_]), "vkQueueSubmit");
   } catch (...) {
     if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
     throw;
@@ -93,7 +93,7 @@ void UploadStream::waitForHalf(int half) {
   VkCommandBuffer cmd = inFlight_[half];
   if (!cmd) return;
   Context::Impl &s = *context_.impl_;
-  detail::waitForFence(s.device, s.uploadFences[half], s.spinWaitMicroseconds);
+  detail::waitForFence(s.device, s.copyFences[half], s.spinWaitMicroseconds);
   inFlight_[half] = VK_NULL_HANDLE;
   if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
 }
