@@ -40,7 +40,8 @@ void UploadStream::write(Buffer &dst, uint64_t offset, uint64_t bytes, uint64_t 
   if (dst.ctx_ != &context_) throw VulkanError("upload: the buffer belongs to another context");
   if (bytes == 0) return;
   // Host writes before vkQueueSubmit are visible to the device without a barrier, so mapped memory is simply
-  // written (no submission can be running: every submission is waited for).
+  // written (what may be in flight: the context's waited-for submissions, and this stream's copies, which
+  // write staged buffers only).
   if (dst.mapped_) {
     fill(0, bytes, static_cast<char *>(dst.mapped_) + offset);
     return;

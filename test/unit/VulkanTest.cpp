@@ -250,6 +250,26 @@ TEST(VulkanBuffers, UploadStreamPacksPiecesIntoHalves) {
   }
 }
 
+// A stream told to expect fewer bytes than it is given (one copy's worth: a single half) still copies them
+// all, waiting for each copy before it refills the half.
+TEST(VulkanBuffers, UploadStreamTakesMoreThanItExpected) {
+  ContextOptions options;
+  options.forceStaging = true;
+  CONTEXT_OR_SKIP(ctx, options);
+  Buffer buffer = ctx->createBuffer(5000, "more");
+  std::vector<uint8_t> sent = bytePattern(5000, 13), received(5000);
+  {
+    UploadStream stream(*ctx, 160);
+    EXPECT_EQ(stream.granuleLimit(), 160u);
+    stream.write(buffer, 0, sent.size(), 8, [&](uint64_t at, uint64_t count, void *into) {
+      std::memcpy(into, sent.data() + at, count);
+    });
+    stream.finish();
+  }
+  ctx->download(buffer, 0, received.data(), received.size());
+  EXPECT_EQ(received, sent);
+}
+
 // A fill that throws (a weight that does not convert) leaves the context usable: the copies in flight are
 // waited for, the rest dropped, and the next upload works.
 TEST(VulkanBuffers, UploadStreamStopsCleanlyWhenAFillThrows) {
