@@ -61,6 +61,11 @@ inline std::vector<uint8_t> packWeights(const std::vector<float> &w, plan::DType
   return bytes;
 }
 
+// The gate/up epilogue's reference: silu(gate) * up.
+inline double siluTimes(double gate, double up) {
+  return gate / (1.0 + std::exp(-gate)) * up;
+}
+
 // 1 / rms of a row of k values: the RMSNorm prologue's scale.
 inline double inverseRms(const float *row, int64_t k, double eps) {
   double sumSquares = 0;

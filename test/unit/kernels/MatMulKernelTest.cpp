@@ -385,7 +385,7 @@ protected:
           double expected = 0;
           if (gateUp) {
             double gate = product(0, row, col), up = product(1, row, col);
-            expected = gate / (1.0 + std::exp(-gate)) * up;
+            expected = siluTimes(gate, up);
           } else {
             expected = product(r, row, col);
           }
