@@ -58,6 +58,14 @@ std::vector<uint8_t> bytePattern(size_t n, uint32_t seed) {
   return bytes;
 }
 
+// Copies through the staging buffer (the only way on a discrete GPU), forced on, in chunks of chunkBytes.
+ContextOptions stagedOptions(uint64_t chunkBytes = ContextOptions{}.stagingChunkBytes) {
+  ContextOptions options;
+  options.forceStaging = true;
+  options.stagingChunkBytes = chunkBytes;
+  return options;
+}
+
 // Records one dispatch of double_plus_start over `tokens` elements: out = 2 * in + start.
 void recordDoublePlusStart(Context &ctx, VkCommandBuffer cmd, const Pipeline &pipeline, VkDescriptorSet set,
                            uint32_t tokens, uint32_t start) {
@@ -176,10 +184,7 @@ TEST(VulkanBuffers, RoundTripOneMebibyte) {
 
 // The staging path (the only one on a discrete GPU), forced on here, with chunks small enough to cross.
 TEST(VulkanBuffers, StagedRoundTripAcrossChunks) {
-  ContextOptions options;
-  options.forceStaging = true;
-  options.stagingChunkBytes = 64 << 10;
-  CONTEXT_OR_SKIP(ctx, options);
+  CONTEXT_OR_SKIP(ctx, stagedOptions(64 << 10));
   constexpr size_t bytes = (300 << 10) + 8;
   Buffer buffer = ctx->createBuffer(bytes, "staged");
   std::vector<uint8_t> sent = bytePattern(bytes, 2), received(bytes);
@@ -199,8 +204,7 @@ TEST(VulkanBuffers, StagedRoundTripAcrossChunks) {
 }
 
 TEST(VulkanBuffers, StagedRoundTripLargerThanTheDefaultChunk) {
-  ContextOptions options;
-  options.forceStaging = true; // default 64 MiB chunks
+  const ContextOptions options = stagedOptions(); // default 64 MiB chunks
   CONTEXT_OR_SKIP(ctx, options);
   const size_t bytes = options.stagingChunkBytes + (1 << 20) + 12;
   Buffer buffer = ctx->createBuffer(bytes, "larger than a chunk");
@@ -213,10 +217,7 @@ TEST(VulkanBuffers, StagedRoundTripLargerThanTheDefaultChunk) {
 // An UploadStream packs pieces of several buffers into each half of the staging buffer, fills them in runs
 // of whole granules, and alternates between the halves across pieces.
 TEST(VulkanBuffers, UploadStreamPacksPiecesIntoHalves) {
-  ContextOptions options;
-  options.forceStaging = true;
-  options.stagingChunkBytes = 16 << 10; // halves of 8 KiB
-  CONTEXT_OR_SKIP(ctx, options);
+  CONTEXT_OR_SKIP(ctx, stagedOptions(16 << 10)); // halves of 8 KiB
   std::vector<Buffer> buffers;
   std::vector<std::vector<uint8_t>> sent;
   // Small pieces that share a half, pieces of odd sizes, and one of many halves.
@@ -253,9 +254,7 @@ TEST(VulkanBuffers, UploadStreamPacksPiecesIntoHalves) {
 // A stream told to expect fewer bytes than it is given (one copy's worth: a single half) still copies them
 // all, waiting for each copy before it refills the half.
 TEST(VulkanBuffers, UploadStreamTakesMoreThanItExpected) {
-  ContextOptions options;
-  options.forceStaging = true;
-  CONTEXT_OR_SKIP(ctx, options);
+  CONTEXT_OR_SKIP(ctx, stagedOptions());
   Buffer buffer = ctx->createBuffer(5000, "more");
   std::vector<uint8_t> sent = bytePattern(5000, 13), received(5000);
   {
@@ -273,10 +272,7 @@ TEST(VulkanBuffers, UploadStreamTakesMoreThanItExpected) {
 // A fill that throws (a weight that does not convert) leaves the context usable: the copies in flight are
 // waited for, the rest dropped, and the next upload works.
 TEST(VulkanBuffers, UploadStreamStopsCleanlyWhenAFillThrows) {
-  ContextOptions options;
-  options.forceStaging = true;
-  options.stagingChunkBytes = 4 << 10;
-  CONTEXT_OR_SKIP(ctx, options);
+  CONTEXT_OR_SKIP(ctx, stagedOptions(4 << 10));
   Buffer buffer = ctx->createBuffer(20000, "weights");
   std::vector<uint8_t> sent = bytePattern(20000, 9);
   try {
@@ -543,10 +539,7 @@ TEST(VulkanDispatch, SpinWaitsStillWaitForTheGpu) {
 
 // Staged uploads and downloads must be ordered against dispatches in separate submissions.
 TEST(VulkanDispatch, StagedBuffersFeedAndReceiveDispatches) {
-  ContextOptions options;
-  options.forceStaging = true;
-  options.stagingChunkBytes = 16 << 10;
-  CONTEXT_OR_SKIP(ctx, options);
+  CONTEXT_OR_SKIP(ctx, stagedOptions(16 << 10));
   constexpr uint32_t n = 20000;
   Pipeline pipeline =
       ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
