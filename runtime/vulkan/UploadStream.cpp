@@ -71,6 +71,9 @@ void UploadStream::write(Buffer &dst, uint64_t offset, uint64_t bytes, uint64_t 
 void UploadStream::submitHalf() {
   if (regions_.empty()) return;
   Context::Impl &s = *context_.impl_;
+  for (const Region &r : regions_) // a buffer freed after its piece was queued: an error, not a crash
+    if (!s.liveBuffers.count(r.dst))
+      throw VulkanError("upload: a buffer was freed before the stream copied into it");
   VkCommandBuffer cmd = context_.beginCommands();
   try {
     allComputeAndTransferBarrier(cmd); // earlier dispatches reading or writing the buffers finish first

@@ -28,7 +28,8 @@ public:
 
   // Queues bytes [offset, offset + bytes) of dst, filled in runs of whole `granule`s (the last run may be
   // shorter where bytes is no multiple of it); a granule larger than granuleLimit() is refused. dst must
-  // outlive finish(). A host-visible dst is filled in place, at once.
+  // outlive finish() (one freed before its copy is submitted is an error). A host-visible dst is filled in
+  // place, at once.
   void write(Buffer &dst, uint64_t offset, uint64_t bytes, uint64_t granule, const UploadFill &fill);
   // The largest granule write takes: half of the staging buffer (all of it where one copy holds the
   // expected bytes).

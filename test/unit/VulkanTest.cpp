@@ -269,6 +269,19 @@ TEST(VulkanBuffers, UploadStreamTakesMoreThanItExpected) {
   EXPECT_EQ(received, sent);
 }
 
+// A buffer freed after its piece was queued, before the copy: the stream refuses to copy into it.
+TEST(VulkanBuffers, UploadStreamRefusesAFreedBuffer) {
+  CONTEXT_OR_SKIP(ctx, stagedOptions(16 << 10));
+  std::vector<uint8_t> sent = bytePattern(100, 3);
+  auto copy = [&](uint64_t at, uint64_t count, void *into) { std::memcpy(into, sent.data() + at, count); };
+  UploadStream stream(*ctx, 1 << 20);
+  {
+    Buffer gone = ctx->createBuffer(100, "gone");
+    stream.write(gone, 0, sent.size(), 1, copy);
+  }
+  EXPECT_THROW(stream.finish(), VulkanError);
+}
+
 // A fill that throws (a weight that does not convert) leaves the context usable: the copies in flight are
 // waited for, the rest dropped, and the next upload works.
 TEST(VulkanBuffers, UploadStreamStopsCleanlyWhenAFillThrows) {
