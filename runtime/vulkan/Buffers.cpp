@@ -345,12 +345,9 @@ void Context::download(const Buffer &src, uint64_t offset, void *data, uint64_t 
   char *destination = static_cast<char *>(data);
   // A download longer than the staging buffer alternates between its halves: the device copies the next
   // chunk into one while the host copies the last one out of the other.
-  const uint64_t chunkBytes = bytes <= s.stagingBytes ? bytes : s.stagingBytes / 2 / 16 * 16;
+  const uint64_t chunkBytes = detail::copyChunkBytes(s.stagingBytes, bytes);
   VkCommandBuffer inFlight[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
-  auto idle = [&](int half) {
-    VkCommandBuffer cmd = std::exchange(inFlight[half], VK_NULL_HANDLE);
-    if (cmd && vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
-  };
+  auto idle = [&](int half) { s.recycle(std::exchange(inFlight[half], VK_NULL_HANDLE)); };
   auto copyChunk = [&](uint64_t done, int half) {
     inFlight[half] = beginCommands();
     VkCommandBuffer cmd = inFlight[half];

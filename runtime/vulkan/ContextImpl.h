@@ -48,6 +48,13 @@ inline void barrierToHost(VkCommandBuffer cmd) {
                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &toHost, 0, nullptr, 0, nullptr);
 }
 
+// The chunks a staged copy of `bytes` takes through a staging buffer of `stagingBytes`: one of all of it
+// where it fits, else halves of it (16-byte aligned), the host working on one while the device copies the
+// other.
+inline uint64_t copyChunkBytes(uint64_t stagingBytes, uint64_t bytes) {
+  return bytes <= stagingBytes ? stagingBytes : stagingBytes / 2 / 16 * 16;
+}
+
 // Throws VulkanError (naming `operation`) unless [offset, offset + bytes) lies within the live `buffer` and
 // there is host memory (`data`) for a copy of any bytes.
 void checkCopyRange(const char *operation, const Buffer &buffer, uint64_t offset, uint64_t bytes,
@@ -121,6 +128,8 @@ struct Context::Impl {
   ~Impl();
   void destroyStaging();
   void ensureStaging(uint64_t bytes);
+  // Resets a command buffer that is no longer running and returns it to the idle list (null: nothing).
+  void recycle(VkCommandBuffer cmd);
   // Returns the command buffers submit() left to the idle list, once a later submission that waited for
   // them (a barrier) has signalled its fence.
   void recycleSubmitted();

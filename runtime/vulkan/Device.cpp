@@ -1035,7 +1035,7 @@ void Context::submit(VkCommandBuffer cmd) {
   VkResult result = vkEndCommandBuffer(cmd);
   if (result == VK_SUCCESS) result = submitOne(s.queue, cmd, VK_NULL_HANDLE);
   if (result != VK_SUCCESS) {
-    if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
+    s.recycle(cmd);
     throw VulkanError("vkEndCommandBuffer/vkQueueSubmit", result);
   }
   s.submittedCommandBuffers.push_back(cmd);
@@ -1048,9 +1048,7 @@ void Context::submitAndWait(VkCommandBuffer cmd) {
   barrierToHost(cmd);
 
   // The command buffer goes back to the idle list unless it may still be running (a timeout).
-  auto recycle = [&] {
-    if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
-  };
+  auto recycle = [&] { s.recycle(cmd); };
   VkResult result = vkEndCommandBuffer(cmd);
   if (result != VK_SUCCESS) {
     recycle();
@@ -1072,9 +1070,12 @@ void Context::submitAndWait(VkCommandBuffer cmd) {
   s.recycleSubmitted();
 }
 
+void Context::Impl::recycle(VkCommandBuffer cmd) {
+  if (cmd && vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) idleCommandBuffers.push_back(cmd);
+}
+
 void Context::Impl::recycleSubmitted() {
-  for (VkCommandBuffer earlier : submittedCommandBuffers)
-    if (vkResetCommandBuffer(earlier, 0) == VK_SUCCESS) idleCommandBuffers.push_back(earlier);
+  for (VkCommandBuffer earlier : submittedCommandBuffers) recycle(earlier);
   submittedCommandBuffers.clear();
 }
 

@@ -17,8 +17,8 @@ UploadStream::UploadStream(Context &context, uint64_t expectedBytes) : context_(
   // the host fills one half while the device copies the other out.
   stagingBytes_ =
       std::max(s.stagingBytes, std::min(std::max<uint64_t>(expectedBytes, 16), s.stagingChunkBytes));
-  halves_ = stagingBytes_ >= expectedBytes ? 1 : 2;
-  halfBytes_ = halves_ == 1 ? stagingBytes_ : stagingBytes_ / 2 / 16 * 16;
+  halfBytes_ = detail::copyChunkBytes(stagingBytes_, expectedBytes);
+  halves_ = halfBytes_ == stagingBytes_ ? 1 : 2;
   s.uploadStreamOpen = true;
 }
 
@@ -26,10 +26,7 @@ UploadStream::~UploadStream() {
   Context::Impl &s = *context_.impl_;
   if (inFlight_[0] || inFlight_[1]) {
     vkQueueWaitIdle(s.queue); // nothing may still read the staging buffer when it is reused or freed
-    for (VkCommandBuffer &slot : inFlight_)
-      if (VkCommandBuffer cmd = std::exchange(slot, VK_NULL_HANDLE);
-          cmd && vkResetCommandBuffer(cmd, 0) == VK_SUCCESS)
-        s.idleCommandBuffers.push_back(cmd);
+    for (VkCommandBuffer &slot : inFlight_) s.recycle(std::exchange(slot, VK_NULL_HANDLE));
   }
   s.uploadStreamOpen = false;
 }
@@ -83,7 +80,7 @@ void UploadStream::submitHalf() {
     check(vkResetFences(s.device, 1, &s.copyFences[half_]), "vkResetFences");
     check(detail::submitOne(s.queue, cmd, s.copyFences[half_]), "vkQueueSubmit");
   } catch (...) {
-    if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
+    s.recycle(cmd);
     throw;
   }
   inFlight_[half_] = cmd;
@@ -99,7 +96,7 @@ void UploadStream::waitForHalf(int half) {
   Context::Impl &s = *context_.impl_;
   detail::waitForFence(s.device, s.copyFences[half], s.spinWaitMicroseconds);
   inFlight_[half] = VK_NULL_HANDLE;
-  if (vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) s.idleCommandBuffers.push_back(cmd);
+  s.recycle(cmd);
 }
 
 void UploadStream::finish() {
