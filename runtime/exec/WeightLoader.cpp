@@ -314,8 +314,7 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
       } else {
         convertWeightInto(w, t, columnScale, converted);
         loaded.convertMs += support::msSince(converting);
-        stream.write(buffer, 0, w.bytes(), 1, copyFrom(converted.data()));
-        stream.finish(); // `converted` is reused by the next weight
+        stream.write(buffer, 0, w.bytes(), 1, copyFrom(converted.data())); // copied out before it returns
       }
     }
     loaded.bytes += w.bytes();
