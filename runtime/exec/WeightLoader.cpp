@@ -284,15 +284,15 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
   // One stream for all: the host fills one half of the staging buffer while the device copies the other out,
   // small weights share a copy, and converted rows are written straight into the staging buffer.
   vk::UploadStream stream(context, total);
+  auto copyFrom = [](const uint8_t *bytes) {
+    return [bytes](uint64_t at, uint64_t count, void *into) {
+      support::copyInParallel(into, bytes + at, count);
+    };
+  };
   for (size_t i = 0; i < plan.weights.size(); ++i) {
     const plan::Weight &w = plan.weights[i];
     const weights::TensorView &t = findTensor(w, checkpoint);
     vk::Buffer &buffer = buffers[i];
-    auto copyFrom = [](const uint8_t *bytes) {
-      return [bytes](uint64_t at, uint64_t count, void *into) {
-        support::copyInParallel(into, bytes + at, count);
-      };
-    };
     // Straight from the mapped file where the bytes are already the device's; else through a conversion,
     // into the staging buffer a run of whole rows at a time, or (transposed, or rows past half of it) whole.
     if (const uint8_t *bytes = deviceBytesInPlace(w, t)) {
