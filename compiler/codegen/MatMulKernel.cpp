@@ -85,9 +85,10 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   if (split < 1 || split > mlir::gerbil::kMaxSplitK)
     throw CodegenError("a K split of " + std::to_string(split) + " (1 to " +
                        std::to_string(mlir::gerbil::kMaxSplitK) + ")");
-  // A gate/up split (d9f7faa, removed) was 29-37% slower on the H200 than unsplit (sweep ac).
-  if (split > 1 && spec.mode != MatMulMode::Single)
-    throw CodegenError("grouped projections are not split over K (their epilogues need whole sums)");
+  // A gate/up split (d9f7faa, removed) was 29-37% slower on the H200 than unsplit (sweep ac); its epilogue
+  // needs both whole sums of an output. The q/k/v's last split routes the sums as its epilogue does.
+  if (split > 1 && spec.mode == MatMulMode::GateUp)
+    throw CodegenError("the gate/up projection is not split over K (its epilogue needs whole sums)");
   define("SPLIT_K", std::to_string(split)); // a plain integer: the kernel tests it with #if
   define("MODE_GATE_UP", spec.mode == MatMulMode::GateUp ? "1" : "0");
   define("MODE_QKV", spec.mode == MatMulMode::QKV ? "1" : "0");
@@ -181,7 +182,7 @@ std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {
                       : spec.mode == MatMulMode::QKV  ? gd::coopQKVColumns(tiling, spec.n, spec.nK, spec.nV)
                                                       : gd::coopTiles(tiling, spec.n);
     return {static_cast<uint32_t>(columns), ceilDiv(tokens, tiling.tileT),
-            static_cast<uint32_t>(spec.mode == MatMulMode::Single ? tiling.splitK : 1)};
+            static_cast<uint32_t>(spec.mode == MatMulMode::GateUp ? 1 : tiling.splitK)};
   }
   }
   return {1, 1, 1};
@@ -189,9 +190,12 @@ std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {
 
 SplitKScratch splitKScratch(const MatMulSpec &spec, int64_t maxTokens) {
   const mlir::gerbil::CoopMatMulTiling &t = spec.coopTiling;
-  if (spec.variant != MatMulVariant::Coop || spec.mode != MatMulMode::Single || t.splitK <= 1) return {};
-  const uint64_t tiles = static_cast<uint64_t>(mlir::gerbil::coopTiles(t, spec.n)) *
-                         static_cast<uint64_t>((maxTokens + t.tileT - 1) / t.tileT);
+  if (spec.variant != MatMulVariant::Coop || spec.mode == MatMulMode::GateUp || t.splitK <= 1) return {};
+  const int64_t columns = spec.mode == MatMulMode::QKV
+                              ? mlir::gerbil::coopQKVColumns(t, spec.n, spec.nK, spec.nV)
+                              : mlir::gerbil::coopTiles(t, spec.n);
+  const uint64_t tiles =
+      static_cast<uint64_t>(columns) * static_cast<uint64_t>((maxTokens + t.tileT - 1) / t.tileT);
   return {tiles * static_cast<uint64_t>(t.splitK * t.tileT * t.tileN) * 4, tiles * 4};
 }
 

@@ -41,6 +41,9 @@ struct BindingSource {
   } kind;
   unsigned index = 0;
   Value value = {};
+  // ScratchPartials: where the binding starts past kScratchPartialsOffset, and its bytes (0: the kernel
+  // instance's scratchPartialBytes), for a kernel that binds two parts of the partials' scratch.
+  uint64_t scratchOffset = 0, scratchBytes = 0;
 };
 
 struct KernelInstance {
@@ -647,11 +650,23 @@ private:
       rows.scratchPartialBytes = static_cast<uint64_t>(maxTokens_ * spec.k) * 2;
       out.push_back(finish(dispatch, rows, perTokenGrid(dispatch.getContext(), 1), "norm_rows_f16",
                            label + ".norm", nullptr));
-      k.scratchPartialBytes = rows.scratchPartialBytes;
     }
+    // The scratch's partials: the norm launch's f16 rows first, then a split q/k/v's shares of its tiles.
+    const uint64_t rowsBytes = norm ? static_cast<uint64_t>(maxTokens_ * spec.k) * 2 : 0;
+    const SplitKScratch split = splitKScratch(spec, maxTokens_);
+    const uint64_t splitOffset = (rowsBytes + 255) / 256 * 256;
+    k.scratchCounterBytes = split.counterBytes;
     for (const KernelBinding &b : k.source.bindings) {
       if (b.name == "x" && norm) { // the norm launch's f16 rows
-        k.origins.push_back({BindingSource::ScratchPartials, 0});
+        k.origins.push_back({BindingSource::ScratchPartials, 0, {}, 0, rowsBytes});
+        continue;
+      }
+      if (b.name == "partial") {
+        k.origins.push_back({BindingSource::ScratchPartials, 0, {}, splitOffset, split.partialBytes});
+        continue;
+      }
+      if (b.name == "counters") {
+        k.origins.push_back({BindingSource::ScratchCounters, 0});
         continue;
       }
       Value v;
@@ -1043,10 +1058,13 @@ private:
             {plan::BufferKind::Scratch, 0, 0, std::max<uint64_t>(k.scratchCounterBytes, 16)});
         plan_.scratchBytes = std::max(plan_.scratchBytes, kScratchPartialsOffset);
         break;
-      case BindingSource::ScratchPartials:
-        d.bindings.push_back({plan::BufferKind::Scratch, 0, kScratchPartialsOffset, k.scratchPartialBytes});
-        plan_.scratchBytes = std::max(plan_.scratchBytes, kScratchPartialsOffset + k.scratchPartialBytes);
+      case BindingSource::ScratchPartials: {
+        const uint64_t offset = kScratchPartialsOffset + origin.scratchOffset,
+                       bytes = origin.scratchBytes ? origin.scratchBytes : k.scratchPartialBytes;
+        d.bindings.push_back({plan::BufferKind::Scratch, 0, offset, bytes});
+        plan_.scratchBytes = std::max(plan_.scratchBytes, offset + bytes);
         break;
+      }
       case BindingSource::CacheKeys:
       case BindingSource::CacheValues: {
         uint64_t layer = cacheLayer_.at(k.cache.getValue().str());

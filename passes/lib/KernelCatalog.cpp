@@ -106,6 +106,8 @@ std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, c
   AffineExpr tokens = getAffineSymbolExpr(0, ctx);
   KernelChoice c = choice(ctx, (kernel + kCoopSuffix).str(), tiling.workgroup(),
                           getAffineConstantExpr(columns, ctx), tokens.ceilDiv(tiling.tileT));
+  c.grid = AffineMap::get(
+      0, 1, {c.grid.getResult(0), c.grid.getResult(1), getAffineConstantExpr(tiling.splitK, ctx)}, ctx);
   c.decodeGrid = group.getDecodeGrid();
   ArrayRef<int64_t> wg = *group.getDecodeWorkgroup();
   c.decodeWorkgroup = {wg[0], wg[1], wg[2]};

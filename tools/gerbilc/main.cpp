@@ -36,7 +36,9 @@ int main(int argc, char **argv) {
       "--target", options.target,
       "Kernel target profile: generic (every Vulkan device), nvidia (tensor cores through "
       "VK_KHR_cooperative_matrix, subgroup size 32, decode tuned on the H200; nvidia:TxNxK:WTxWN sets its "
-      "matmul tiling, nvidia@gate-up=TxNxK:WTxWN the gate/up projections' alone; both may be given), "
+      "matmul tiling, nvidia@gate-up=TxNxK:WTxWN the gate/up projections' alone, "
+      "nvidia@qkv=TxNxK:WTxWN[:S[:P]] "
+      "the q/k/v projections' (P: split over K); they may be combined), "
       "nvidia-nv (the same "
       "through VK_NV_cooperative_matrix, for drivers without the KHR "
       "extension), khr (the tensor-core kernels for any device with 16x16x16 f16 fragments and subgroups of "

@@ -23,7 +23,7 @@
 //   MODE_QKV      workgroups [0, GROUPS_Q) take TILE_N rows of w_q each, the next GROUPS_K of w_k, the last
 //                 GROUPS_V of w_v, and write result_q, result_k, result_v (+ bias).
 //
-// SPLIT_K > 1 (plain projections): grid z splits K. Each workgroup sums its share of the slices and stores
+// SPLIT_K > 1 (plain projections and q/k/v): grid z splits K. Each workgroup sums its share of the slices and stores
 // it to `partial` (its tile's TILE_T × TILE_N floats); the last of a tile's SPLIT_K workgroups to count
 // itself in (an atomic counter a tile, which it returns to 0) adds the shares in split order, so the sum
 // does not depend on which finished last, and writes the result. For projections with few tile columns and
@@ -270,7 +270,19 @@ void multiplySlice(uint slot, inout FragC acc[FRAGS_T][FRAGS_N], uint warpT, uin
 #endif
 }
 
-#if !MODE_GATE_UP && !MODE_QKV
+#if MODE_QKV
+// Output n of this workgroup's part (q, k or v) for token t, plus its bias; none outside the step's tokens
+// or the part's rows.
+void writeOutput(uint t, uint n, float v) {
+  if (t >= step_.tokens || n >= part_.z) return;
+  if (part_.x == 0u)
+    store_result_q(t * N_Q + n, v + load_bias_q(n));
+  else if (part_.x == 1u)
+    store_result_k(t * N_K + n, v + load_bias_k(n));
+  else
+    store_result_v(t * N_V + n, v + load_bias_v(n));
+}
+#elif !MODE_GATE_UP
 // One output of a plain projection, plus the residual; none outside the step's tokens or the N outputs.
 void writeOutput(uint t, uint n, float v) {
   if (t >= step_.tokens || n >= N) return;
@@ -280,6 +292,14 @@ void writeOutput(uint t, uint n, float v) {
   store_result(t * N + n, v);
 }
 #endif
+// The first output (column) of this workgroup's tile: within its part for q/k/v.
+uint tileColumn() {
+#if MODE_QKV
+  return part_.y * TILE_N;
+#else
+  return tile_.x * TILE_N;
+#endif
+}
 
 void main() {
   uint warp = gl_LocalInvocationIndex / SUBGROUP;
@@ -365,7 +385,7 @@ void main() {
     barrier();
   }
 
-#if SPLIT_K > 1 && !MODE_GATE_UP && !MODE_QKV
+#if SPLIT_K > 1 && !MODE_GATE_UP
   // Publish this split's share of the tile, then count it in; the tile's last split adds the shares.
   const uint TILE_ELEMENTS = TILE_T * TILE_N;
   uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -387,7 +407,7 @@ void main() {
   for (uint e = gl_LocalInvocationIndex; e < TILE_ELEMENTS / 4u; e += WORKGROUP) {
     vec4 sum = vec4(0.0);
     [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) sum += partial_v4[(tile * SPLIT_K + s) * (TILE_ELEMENTS / 4u) + e];
-    uint t = tile_.y * TILE_T + 4u * e / TILE_N, n0 = tile_.x * TILE_N + 4u * e % TILE_N;
+    uint t = tile_.y * TILE_T + 4u * e / TILE_N, n0 = tileColumn() + 4u * e % TILE_N;
     [[unroll]] for (uint c = 0; c < 4u; ++c) writeOutput(t, n0 + c, sum[c]);
   }
   return;
@@ -434,26 +454,10 @@ void main() {
       storeEpilogue(acc[i][j], fragment);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      uint t0 = tile_.y * TILE_T + warpT * WARP_T + i * FRAG;
-#if MODE_QKV
-      uint n0 = part_.y * TILE_N + warpN * WARP_N + j * FRAG;
-#else
-      uint n0 = tile_.x * TILE_N + warpN * WARP_N + j * FRAG;
-#endif
+      uint t0 = tile_.y * TILE_T + warpT * WARP_T + i * FRAG, n0 = tileColumn() + warpN * WARP_N + j * FRAG;
       [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
-        uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
-#if MODE_QKV
-        if (t >= step_.tokens || n >= part_.z) continue;
-        float v = epilogue(fragment + e);
-        if (part_.x == 0u)
-          store_result_q(t * N_Q + n, v + load_bias_q(n));
-        else if (part_.x == 1u)
-          store_result_k(t * N_K + n, v + load_bias_k(n));
-        else
-          store_result_v(t * N_V + n, v + load_bias_v(n));
-#else
-        writeOutput(t, n, epilogue(fragment + e));
-#endif
+        uint e = lane + m * SUBGROUP;
+        writeOutput(t0 + e / FRAG, n0 + e % FRAG, epilogue(fragment + e));
       }
       subgroupBarrier();  // the fragment is written out before the next one overwrites it
     }

@@ -372,9 +372,17 @@ protected:
       if (biased[p]) buffers.push_back(upload(bias[p], "bias"));
     const size_t firstResult = buffers.size();
     for (int64_t n : gateUp ? std::vector<int64_t>{spec.n} : rows) buffers.push_back(output(t * n, "result"));
+    // A q/k/v split over K: the parts' scratch (garbage to start with) and zeroed counters; two launches, the
+    // second finding the counters the first left at 0.
+    const codegen::SplitKScratch split = codegen::splitKScratch(spec, t);
+    if (split.partialBytes) {
+      buffers.push_back(upload(std::vector<float>(split.partialBytes / 4, 1e30f), "partial"));
+      buffers.push_back(upload(std::vector<float>(split.counterBytes / 4, 0.0f), "counters"));
+    }
     buffers.push_back(state(0));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "grouped matmul test kernel");
+    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "grouped matmul test kernel",
+        split.partialBytes ? 2 : 1);
     double tolerance = 1e-5 * double(k) + 1e-4 + 4e-3 * std::sqrt(double(k));
     for (size_t r = 0; r < (gateUp ? 1u : rows.size()); ++r) {
       const int64_t n = rows[r];
@@ -400,14 +408,18 @@ protected:
 
 TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
   // The profile's tiling and those the catalog picks for wide projections (one staging buffer, or 16
-  // subgroups); sweep bt's 128 × 192 gate/up tiles (96 outputs of each matrix) on 4 × 2 and 8 × 2.
+  // subgroups); sweep bt's 128 × 192 gate/up tiles (96 outputs of each matrix) on 4 × 2 and 8 × 2; the
+  // q/k/v split over K (@qkv=: 2 and 3 parts of K 200's 4 slices of 64, the last of 3 with one; 4 parts of
+  // 7 slices of 32), the gate/up unsplit beside it.
   for (const char *target :
        {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1", "nvidia:128x128x32:4x4",
-        "nvidia:128x128x64:2x4:1", "nvidia:128x192x64:4x2:1", "nvidia:128x192x64:8x2:1"})
+        "nvidia:128x128x64:2x4:1", "nvidia:128x192x64:4x2:1", "nvidia:128x192x64:8x2:1",
+        "nvidia@qkv=128x128x64:4x4:1:2", "nvidia@qkv=128x128x64:4x4:1:3", "nvidia@qkv=64x64x32:2x2:2:4"})
     for (int variant = 0; variant < 4; ++variant) {
+      const mlir::gerbil::TargetProfile profile = *mlir::gerbil::parseTarget(target);
       MatMulSpec spec;
       spec.variant = codegen::MatMulVariant::Coop;
-      spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+      spec.coopTiling = profile.coopTiling;
       spec.weight = variant & 2 ? plan::DType::BF16 : plan::DType::F16;
       spec.halfInput = variant == 3; // the norm in a launch before
       spec.norm = (variant & 1) && !spec.halfInput;
@@ -420,6 +432,7 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
       checkGrouped(spec, 70);
       if (HasFatalFailure()) return;
       spec.mode = MatMulMode::QKV;
+      if (profile.qkvTiling) spec.coopTiling = *profile.qkvTiling;
       spec.halfResult = false; // the gate/up matmul's only
       spec.n = 192, spec.nK = 40, spec.nV = 64;
       spec.biasA = spec.biasB = spec.biasC = variant & 1;
@@ -478,6 +491,22 @@ TEST(MatMulKernelSpec, RefusesShapesItCannotTake) {
   spec.halfResult = false;
   spec.halfInput = spec.norm = true; // f16 input rows are normalised already
   EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
+  spec.norm = false;
+  // Split over K: the gate/up's epilogue needs both whole sums of an output; the q/k/v's last split routes
+  // the sums, with a scratch of its three parts' tiles.
+  spec.coopTiling.splitK = 2;
+  spec.mode = MatMulMode::GateUp;
+  EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
+  spec.mode = MatMulMode::QKV;
+  spec.nK = spec.nV = 16;
+  EXPECT_NO_THROW(codegen::matmulKernel(spec));
+  EXPECT_EQ(codegen::matmulGrid(spec, 100)[2], 2u);
+  const codegen::SplitKScratch scratch = codegen::splitKScratch(spec, 100);
+  const auto &t = spec.coopTiling;
+  const uint64_t tiles =
+      static_cast<uint64_t>(mlir::gerbil::coopQKVColumns(t, 64, 16, 16) * ((100 + t.tileT - 1) / t.tileT));
+  EXPECT_EQ(scratch.counterBytes, tiles * 4);
+  EXPECT_EQ(scratch.partialBytes, tiles * 2 * t.tileT * t.tileN * 4);
 }
 
 } // namespace

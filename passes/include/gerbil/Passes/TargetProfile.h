@@ -56,8 +56,9 @@ struct TargetProfile {
   int64_t decodePrefetchMinModelBytes = 0;
   CooperativeMatrixApi cooperativeMatrixApi = CooperativeMatrixApi::NV;
   uint32_t vendorId = 0; // the PCI vendor it is tuned for, which `--target auto` asks of a device; 0: any
-  // The grouped gate/up projections' tiling, where --target names one (nvidia@gate-up=TILING).
-  std::optional<CoopMatMulTiling> gateUpTiling = std::nullopt;
+  // The grouped gate/up and q/k/v projections' tilings, where --target names them (nvidia@gate-up=TILING,
+  // nvidia@qkv=TILING).
+  std::optional<CoopMatMulTiling> gateUpTiling = std::nullopt, qkvTiling = std::nullopt;
 };
 
 // NVIDIA's PCI vendor id.
@@ -131,10 +132,12 @@ inline int64_t coopQKVColumns(const CoopMatMulTiling &tiling, int64_t nq, int64_
 // The tiling of a grouped projection's one prefill launch (kernel catalog's groupPrefillKernel): k the
 // reduction width, n the outputs of each of gate and up, or the rows of q, and nK, nV those of k and v.
 // Gate/up tiles hold gate and up rows of TILE_N / 2 outputs: tiled like a matmul of 2n rows; q/k/v like one
-// of all their rows. Never split over K: their epilogues need whole sums.
+// of all their rows. The gate/up is never split over K (its epilogue needs both whole sums of an output);
+// the q/k/v only where --target's @qkv= says so.
 inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t k, int64_t n,
                                            int64_t nK = 0, int64_t nV = 0) {
   if (gateUp && profile.gateUpTiling) return *profile.gateUpTiling;
+  if (!gateUp && profile.qkvTiling) return *profile.qkvTiling;
   CoopMatMulTiling tiling = coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
   tiling.splitK = 1;
   // The gate/up keeps 2 × 4 subgroups of 64 × 32 on 128 × 128 tiles: on 4 × 4 the 8B's took 540.6 µs
@@ -250,8 +253,9 @@ inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
 
 // A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
 // its matmul tiling, "nvidia:TILING" (parseCoopTiling; e.g. nvidia:128x128x32:2x4 or nvidia:64x64x32:2x2:2:4)
-// for every matmul, and/or "nvidia@gate-up=TILING" for the grouped gate/up projections (after the first if
-// both: "nvidia:TILING@gate-up=TILING"), to tune on a device. std::nullopt when it does not parse.
+// for every matmul, and/or "@gate-up=TILING" for the grouped gate/up projections (never split) and
+// "@qkv=TILING" for the grouped q/k/v (split or not), each at most once, after the first if it is given
+// ("nvidia:TILING@gate-up=TILING@qkv=TILING"), to tune on a device. std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   const size_t at = spec.find('@'), colon = spec.substr(0, at).find(':');
   const TargetProfile *base = findTargetProfile(spec.substr(0, std::min(colon, at)));
@@ -266,12 +270,17 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
     profile.coopTiling = *tiling;
     profile.tilingGiven = true;
   }
-  if (at != std::string_view::npos) { // the gate/up projections' own, never split (their epilogue)
-    constexpr std::string_view kGateUp = "@gate-up=";
-    if (spec.substr(at, kGateUp.size()) != kGateUp) return std::nullopt;
-    std::optional<CoopMatMulTiling> tiling = parseCoopTiling(spec.substr(at + kGateUp.size()));
-    if (!tiling || tiling->splitK != 1) return std::nullopt;
-    profile.gateUpTiling = tiling;
+  for (size_t from = at; from != std::string_view::npos;) { // the grouped projections' own
+    const size_t next = spec.find('@', from + 1);
+    const std::string_view part = spec.substr(from, next == std::string_view::npos ? next : next - from);
+    constexpr std::string_view kGateUp = "@gate-up=", kQKV = "@qkv=";
+    const bool gateUp = part.starts_with(kGateUp);
+    if (!gateUp && !part.starts_with(kQKV)) return std::nullopt;
+    std::optional<CoopMatMulTiling> &slot = gateUp ? profile.gateUpTiling : profile.qkvTiling;
+    std::optional<CoopMatMulTiling> tiling = parseCoopTiling(part.substr((gateUp ? kGateUp : kQKV).size()));
+    if (!tiling || slot || (gateUp && tiling->splitK != 1)) return std::nullopt;
+    slot = tiling;
+    from = next;
   }
   profile.name = std::string(spec);
   return profile;
