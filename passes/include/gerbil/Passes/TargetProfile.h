@@ -133,7 +133,12 @@ inline int64_t coopQKVColumns(const CoopMatMulTiling &tiling, int64_t nq, int64_
 // reduction width, n the outputs of each of gate and up, or the rows of q, and nK, nV those of k and v.
 // Gate/up tiles hold gate and up rows of TILE_N / 2 outputs: tiled like a matmul of 2n rows; q/k/v like one
 // of all their rows. The gate/up is never split over K (its epilogue needs both whole sums of an output);
-// the q/k/v only where --target's @qkv= says so.
+// the q/k/v in two where it has at least kSplitQKVRows rows of K >= kSplitQKVDepth, or as --target's @qkv=
+// says. Sweep bu (H100, 4ee8206/26a590d, µs at 512 tokens): Llama-3-8B's (6144 rows of 4096: 192 workgroups
+// of 128 × 128, 1.45 waves of 132) 152.3 unsplit, 140.8 in 2, 169.1 in 3, 159.3 in 4; in the model 156.1 ->
+// 144.9 µs a layer, prefill 35.67 -> 35.22 ms. Llama-3.2-1B's (3072 of 2048: 96 workgroups, under a wave)
+// 42.1 -> 55.9 in 2, Qwen2.5-0.5B's 17.6 -> 24.7: fewer rows lose.
+inline constexpr int64_t kSplitQKVRows = 6144, kSplitQKVDepth = 4096;
 inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool gateUp, int64_t k, int64_t n,
                                            int64_t nK = 0, int64_t nV = 0) {
   if (gateUp && profile.gateUpTiling) return *profile.gateUpTiling;
@@ -145,6 +150,8 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
   // it ran 56 → 61 µs a layer (Llama-3.2-1B) and 200 → 203 (Llama-3-8B) in the model (profiles of 7755823
   // and 2c5a174), 154 → 164 µs through KHR (sweep bk).
   if (gateUp && !profile.tilingGiven && tiling.tileT == 128 && tiling.tileN == 128) tiling.warpsT = 2;
+  if (!gateUp && !profile.tilingGiven && n + nK + nV >= kSplitQKVRows && k >= kSplitQKVDepth)
+    tiling.splitK = 2;
   return tiling;
 }
 
