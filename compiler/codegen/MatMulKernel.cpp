@@ -85,16 +85,11 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   if (split < 1 || split > mlir::gerbil::kMaxSplitK)
     throw CodegenError("a K split of " + std::to_string(split) + " (1 to " +
                        std::to_string(mlir::gerbil::kMaxSplitK) + ")");
-  // A gate/up split of every tile (d9f7faa, removed) was 29-37% slower on the H200 than unsplit (sweep ac);
-  // split 2 splits the tiles of its last wave only (matmul_coop.glsl's TAIL_SPLIT). The q/k/v's last split
-  // routes the sums as its epilogue does.
-  if (split > 2 && spec.mode == MatMulMode::GateUp)
-    throw CodegenError("the gate/up projection splits its last wave's tiles in 2, not " +
-                       std::to_string(split));
-  if (split > 1 && spec.mode == MatMulMode::GateUp && spec.splitTailSlots < 2)
-    throw CodegenError("a gate/up tail split needs the workgroups the device runs at once (at least 2)");
+  // A gate/up split (d9f7faa, removed) was 29-37% slower on the H200 than unsplit (sweep ac); its epilogue
+  // needs both whole sums of an output. The q/k/v's last split routes the sums as its epilogue does.
+  if (split > 1 && spec.mode == MatMulMode::GateUp)
+    throw CodegenError("the gate/up projection is not split over K (its epilogue needs whole sums)");
   define("SPLIT_K", std::to_string(split)); // a plain integer: the kernel tests it with #if
-  if (split > 1 && spec.mode == MatMulMode::GateUp) define("TAIL_SLOTS", uintValue(spec.splitTailSlots));
   define("MODE_GATE_UP", spec.mode == MatMulMode::GateUp ? "1" : "0");
   define("MODE_QKV", spec.mode == MatMulMode::QKV ? "1" : "0");
   auto weight = [&](const std::string &name) {
@@ -187,7 +182,7 @@ std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {
                       : spec.mode == MatMulMode::QKV  ? gd::coopQKVColumns(tiling, spec.n, spec.nK, spec.nV)
                                                       : gd::coopTiles(tiling, spec.n);
     return {static_cast<uint32_t>(columns), ceilDiv(tokens, tiling.tileT),
-            static_cast<uint32_t>(tiling.splitK)};
+            static_cast<uint32_t>(spec.mode == MatMulMode::GateUp ? 1 : tiling.splitK)};
   }
   }
   return {1, 1, 1};
@@ -195,12 +190,7 @@ std::array<uint32_t, 3> matmulGrid(const MatMulSpec &spec, uint32_t tokens) {
 
 SplitKScratch splitKScratch(const MatMulSpec &spec, int64_t maxTokens) {
   const mlir::gerbil::CoopMatMulTiling &t = spec.coopTiling;
-  if (spec.variant != MatMulVariant::Coop || t.splitK <= 1) return {};
-  if (spec.mode ==
-      MatMulMode::GateUp) { // the last wave's tiles only: fewer than half the slots, two shares each
-    const auto slots = static_cast<uint64_t>(spec.splitTailSlots / 2);
-    return {slots * 2 * static_cast<uint64_t>(t.tileT * t.tileN) * 4, slots * 4};
-  }
+  if (spec.variant != MatMulVariant::Coop || spec.mode == MatMulMode::GateUp || t.splitK <= 1) return {};
   const int64_t columns = spec.mode == MatMulMode::QKV
                               ? mlir::gerbil::coopQKVColumns(t, spec.n, spec.nK, spec.nV)
                               : mlir::gerbil::coopTiles(t, spec.n);

@@ -37,9 +37,6 @@ struct MatMulSpec {
   int64_t nK = 0, nV = 0;
   bool biasA = false, biasB = false, biasC = false; // gate, up / q, k, v
   bool gelu = false, geluTanh = false;              // GateUp: the activation (else SiLU)
-  // GateUp split over K (coopTiling.splitK 2): the workgroups the device runs at once, whose last partial
-  // wave's tiles are split (matmul_coop.glsl's TAIL_SLOTS).
-  int64_t splitTailSlots = mlir::gerbil::kTailSplitSlots;
   // Coop, Single, halfInput, no norm or split: each workgroup multiplies one whole tile as workgroup-scope
   // matrices (VK_NV_cooperative_matrix2, matmul_coop_workgroup.glsl), for tokens a multiple of tileT, n of
   // tileN and k of tileK. Experimental: run by gerbil-kernel-bench --workgroup-scope and the kernel tests.
@@ -49,9 +46,8 @@ struct MatMulSpec {
 // Bindings in this order (then the state buffer, as for every kernel):
 //   Single: x, w, [g], [residual], result, [partial, counters] (split over K: scratch, counters zeroed
 //           before the first launch; splitKScratch sizes them)
-//   GateUp: x, w_gate, w_up, [g], [bias_gate], [bias_up], result, [partial, counters] (its last wave split)
-//   QKV:    x, w_q, w_k, w_v, [g], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v, [partial,
-//           counters]
+//   GateUp: x, w_gate, w_up, [g], [bias_gate], [bias_up], result
+//   QKV:    x, w_q, w_k, w_v, [g], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v
 // Throws CodegenError when the variant cannot take the shape (Coop needs K a multiple of 8; GateUp subgroup
 // blocks of whole gate/up fragment pairs).
 KernelSource matmulKernel(const MatMulSpec &spec);

@@ -28,13 +28,6 @@
 // itself in (an atomic counter a tile, which it returns to 0) adds the shares in split order, so the sum
 // does not depend on which finished last, and writes the result. For projections with few tile columns and
 // long rows, which would leave most multiprocessors idle.
-//
-// The gate/up with SPLIT_K 2 splits only the tiles of its last, partial wave (TAIL_SPLIT): of the grid's
-// tiles, the last `tiles % TAIL_SLOTS` in dispatch order (TAIL_SLOTS: the workgroups the device runs at
-// once), where they fill at most half a wave, take half of K each in grid z 0 and 1, and the tile's second to
-// finish adds the other's share (in scratch) to its sums in the epilogue; the other tiles take all of K in z 0
-// and their z 1 workgroups return at once. So the last wave's tiles end in half the time, on twice the
-// multiprocessors.
 #ifndef MODE_GATE_UP
 #define MODE_GATE_UP 0
 #endif
@@ -50,7 +43,6 @@
 #ifndef X_HALF
 #define X_HALF 0
 #endif
-#define TAIL_SPLIT (MODE_GATE_UP && SPLIT_K > 1)
 // RESULT_HALF (MODE_GATE_UP, N even): the result in f16, two neighbouring outputs a word, for a
 // tensor-core matmul that reads its input rows in f16 (its staging would round them anyway).
 #ifndef RESULT_HALF
@@ -328,15 +320,6 @@ void main() {
   }
 #endif
   uint warpT = warp / WARPS_N, warpN = warp % WARPS_N;
-#if TAIL_SPLIT
-  // Whether this tile is one of the last wave's (see the top), and then its slot among them.
-  const uint tiles = gl_NumWorkGroups.x * gl_NumWorkGroups.y, dispatched = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  uint tail = tiles % TAIL_SLOTS;
-  if (2u * tail > TAIL_SLOTS) tail = 0u;
-  const bool splitTile = dispatched + tail >= tiles;
-  if (gl_WorkGroupID.z > 0u && !splitTile) return;
-  const uint tailSlot = dispatched + tail - tiles;
-#endif
 
 #if NORM_PROLOGUE
   // Each subgroup sums the squares of TILE_T / (WARPS_T · WARPS_N) rows, up to 32 16-byte loads per lane
@@ -378,66 +361,29 @@ void main() {
   // This workgroup's slices [first, first + SPLIT_SLICES): a trip count the compiler knows (a count read
   // from the workgroup ID made every tensor-core matmul 20-50% slower on the H200). The slices of a last
   // split that lie past K load zeros.
-#if TAIL_SPLIT
-  // A whole tile runs the SPLIT_SLICES-slice loop SPLIT_K times over: the inner trip count stays constant.
-  uint first = splitTile ? gl_WorkGroupID.z * SPLIT_SLICES : 0u, parts = splitTile ? 1u : SPLIT_K;
-#elif SPLIT_K > 1
+#if SPLIT_K > 1
   uint first = gl_WorkGroupID.z * SPLIT_SLICES;
-  const uint parts = 1u;
 #else
-  const uint first = 0u, parts = 1u;
+  const uint first = 0u;
 #endif
   const uint slices = SPLIT_SLICES;
   Staged staged;
   loadSlice(first * TILE_K, staged);
   storeSlice(0u, staged);
   barrier();
-#if TAIL_SPLIT
-  for (uint part = 0u; part < parts; ++part)
-#else
-  const uint part = 0u;
-#endif
   for (uint s = 0; s < slices; ++s) {
-    uint i = part * slices + s;  // s where parts is 1
-    uint current = i % COOP_STAGES;
-    bool more = s + 1u < slices || part + 1u < parts;
-    if (more) loadSlice((first + i + 1u) * TILE_K, staged);
+    uint current = s % COOP_STAGES;
+    bool more = s + 1u < slices;
+    if (more) loadSlice((first + s + 1u) * TILE_K, staged);
     multiplySlice(current, acc, warpT, warpN);
 #if COOP_STAGES == 1
     barrier();  // every subgroup is done with the buffer before it is rewritten
 #endif
-    // With two buffers, the other one was last read in iteration i - 1, which every invocation finished
+    // With two buffers, the other one was last read in iteration s - 1, which every invocation finished
     // before the barrier that ended it.
-    if (more) storeSlice((i + 1u) % COOP_STAGES, staged);
+    if (more) storeSlice((s + 1u) % COOP_STAGES, staged);
     barrier();
   }
-
-#if TAIL_SPLIT
-  // A split tile publishes its share and counts itself in; the second to finish adds the other's share in
-  // the epilogue. (The loop's last barrier ended the staged slices' uses: the flag goes in their memory.)
-  bool addOther = false;
-  uint otherShare = 0u;
-  if (splitTile) {
-    const uint TILE_ELEMENTS = TILE_T * TILE_N;
-    [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
-      [[unroll]] for (uint j = 0; j < FRAGS_N; ++j)
-        coopMatStoreNV(acc[i][j], partial_,
-                       (tailSlot * 2u + gl_WorkGroupID.z) * TILE_ELEMENTS + (warpT * WARP_T + i * FRAG) * TILE_N +
-                           warpN * WARP_N + j * FRAG,
-                       TILE_N, false);
-    memoryBarrierBuffer();
-    barrier();
-    if (gl_LocalInvocationIndex == 0u) tiles_[0].x = atomicAdd(counters[tailSlot], 1) == 1 ? 1u : 0u;
-    barrier();
-    bool second = tiles_[0].x != 0u;
-    barrier();  // every invocation has read the flag before the epilogue's fragments overwrite it
-    if (!second) return;
-    memoryBarrierBuffer();
-    if (gl_LocalInvocationIndex == 0u) atomicExchange(counters[tailSlot], 0);  // ready for the next launch
-    addOther = true;
-    otherShare = (tailSlot * 2u + 1u - gl_WorkGroupID.z) * TILE_ELEMENTS;
-  }
-#endif
 
 #if SPLIT_K > 1 && !MODE_GATE_UP
   // Publish this split's share of the tile, then count it in; the tile's last split adds the shares.
@@ -473,16 +419,6 @@ void main() {
 #if MODE_GATE_UP
   // Each lane takes OUT_STEP neighbouring outputs at a time (two with RESULT_HALF: one word of halves).
   const uint OUT_STEP = RESULT_HALF != 0 ? 2u : 1u, OUT_PER_LANE = PER_LANE / OUT_STEP;
-#if TAIL_SPLIT
-  // The other split's share of element e of fragment (i, j) of this subgroup's block, for a split tile's
-  // second workgroup (addOther); else 0.
-#define otherSum(i, j, e)                                                                                \
-  (addOther ? partial_[otherShare + (warpT * WARP_T + (i) * FRAG + (e) / FRAG) * TILE_N + warpN * WARP_N + \
-                       (j) * FRAG + (e) % FRAG]                                                         \
-            : 0.0)
-#else
-#define otherSum(i, j, e) 0.0
-#endif
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint p = 0; p < FRAGS_N / 2u; ++p) {
       vec2 gate[OUT_PER_LANE];
@@ -491,8 +427,7 @@ void main() {
       subgroupBarrier();
       [[unroll]] for (uint m = 0; m < OUT_PER_LANE; ++m) {
         uint e = (lane + m * SUBGROUP) * OUT_STEP;
-        gate[m] = vec2(epilogue(fragment + e) + otherSum(i, 2u * p, e),
-                       epilogue(fragment + e + OUT_STEP - 1u) + otherSum(i, 2u * p, e + OUT_STEP - 1u));
+        gate[m] = vec2(epilogue(fragment + e), epilogue(fragment + e + OUT_STEP - 1u));
       }
       subgroupBarrier();
       storeEpilogue(acc[i][2u * p + 1u], fragment);
@@ -503,10 +438,9 @@ void main() {
       [[unroll]] for (uint m = 0; m < OUT_PER_LANE; ++m) {
         uint e = (lane + m * SUBGROUP) * OUT_STEP, t = t0 + e / FRAG, n = n0 + e % FRAG;
         if (t >= step_.tokens || n >= N) continue;
-        float g = gate[m].x + load_bias_gate(n), u = epilogue(fragment + e) + otherSum(i, 2u * p + 1u, e) + load_bias_up(n);
+        float g = gate[m].x + load_bias_gate(n), u = epilogue(fragment + e) + load_bias_up(n);
 #if RESULT_HALF
-        float g1 = gate[m].y + load_bias_gate(n + 1u),
-              u1 = epilogue(fragment + e + 1u) + otherSum(i, 2u * p + 1u, e + 1u) + load_bias_up(n + 1u);
+        float g1 = gate[m].y + load_bias_gate(n + 1u), u1 = epilogue(fragment + e + 1u) + load_bias_up(n + 1u);
         result_[(t * N + n) / 2u] = packHalf2x16(vec2(activation(g) * u, activation(g1) * u1));
 #else
         store_result(t * N + n, activation(g) * u);

@@ -414,9 +414,7 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
   for (const char *target :
        {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1", "nvidia:128x128x32:4x4",
         "nvidia:128x128x64:2x4:1", "nvidia:128x192x64:4x2:1", "nvidia:128x192x64:8x2:1",
-        "nvidia@qkv=128x128x64:4x4:1:2", "nvidia@qkv=128x128x64:4x4:1:3", "nvidia@qkv=64x64x32:2x2:2:4",
-        // the gate/up's last wave split in 2: on the H200's 264 slots all 3 of its tiles are the last wave's
-        "nvidia@gate-up=128x128x64:2x4:1:2"})
+        "nvidia@qkv=128x128x64:4x4:1:2", "nvidia@qkv=128x128x64:4x4:1:3", "nvidia@qkv=64x64x32:2x2:2:4"})
     for (int variant = 0; variant < 4; ++variant) {
       const mlir::gerbil::TargetProfile profile = *mlir::gerbil::parseTarget(target);
       MatMulSpec spec;
@@ -431,17 +429,10 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
       spec.mode = MatMulMode::GateUp;
       spec.n = 150;
       spec.biasA = spec.biasB = variant == 3;
-      if (profile.gateUpTiling) spec.coopTiling = *profile.gateUpTiling;
       checkGrouped(spec, 70);
       if (HasFatalFailure()) return;
-      if (spec.coopTiling.splitK > 1) { // 2 slots: the first 2 tiles whole, the third split
-        spec.splitTailSlots = 2;
-        checkGrouped(spec, 70);
-        if (HasFatalFailure()) return;
-        spec.splitTailSlots = mlir::gerbil::kTailSplitSlots;
-      }
       spec.mode = MatMulMode::QKV;
-      spec.coopTiling = profile.qkvTiling ? *profile.qkvTiling : profile.coopTiling;
+      if (profile.qkvTiling) spec.coopTiling = *profile.qkvTiling;
       spec.halfResult = false; // the gate/up matmul's only
       spec.n = 192, spec.nK = 40, spec.nV = 64;
       spec.biasA = spec.biasB = spec.biasC = variant & 1;
@@ -503,16 +494,9 @@ TEST(MatMulKernelSpec, RefusesShapesItCannotTake) {
   spec.norm = false;
   // Split over K: the gate/up's epilogue needs both whole sums of an output; the q/k/v's last split routes
   // the sums, with a scratch of its three parts' tiles.
-  spec.coopTiling.splitK = 3;
-  spec.mode = MatMulMode::GateUp;
-  EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError); // the last wave's tiles in 2 at most
   spec.coopTiling.splitK = 2;
-  EXPECT_NO_THROW(codegen::matmulKernel(spec));
-  EXPECT_EQ(codegen::matmulGrid(spec, 100)[2], 2u);
-  EXPECT_EQ(codegen::splitKScratch(spec, 100).counterBytes, uint64_t(mlir::gerbil::kTailSplitSlots / 2 * 4));
-  spec.splitTailSlots = 1;
+  spec.mode = MatMulMode::GateUp;
   EXPECT_THROW(codegen::matmulKernel(spec), codegen::CodegenError);
-  spec.splitTailSlots = mlir::gerbil::kTailSplitSlots;
   spec.mode = MatMulMode::QKV;
   spec.nK = spec.nV = 16;
   EXPECT_NO_THROW(codegen::matmulKernel(spec));

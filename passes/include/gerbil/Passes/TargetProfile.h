@@ -103,10 +103,6 @@ inline int64_t coopTiles(const CoopMatMulTiling &tiling, int64_t n) {
 // 128 × 128 tiles (one workgroup a multiprocessor) split only up to kSplitColumns / 2: 1B down on 4 × 4
 // subgroups split 2 132 µs, 4 138 (sweep ag); on 2 × 4 with 64-wide slices 102 and 110, 1B o 41.5 and
 // 48.5 (sweep ap).
-// The workgroups of a gate/up matmul an H100 or H200 runs at once (132 multiprocessors, two 128 × 128
-// workgroups of 256 invocations each): a gate/up split over K splits the tiles past the last whole wave of
-// these (matmul_coop.glsl's TAIL_SPLIT). Other devices get the same kernel; only its speed depends on it.
-inline constexpr int64_t kTailSplitSlots = 264;
 inline constexpr int64_t kSplitColumns = 64, kSplitDepth = 14 * 32, kMaxSplitK = 8, kMaxChosenSplitK = 4;
 inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) {
   const int64_t columns = coopTiles(tiling, n);
@@ -264,8 +260,7 @@ inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
 
 // A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
 // its matmul tiling, "nvidia:TILING" (parseCoopTiling; e.g. nvidia:128x128x32:2x4 or nvidia:64x64x32:2x2:2:4)
-// for every matmul, and/or "@gate-up=TILING" for the grouped gate/up projections (split 2: the tiles of
-// its last wave only) and
+// for every matmul, and/or "@gate-up=TILING" for the grouped gate/up projections (never split) and
 // "@qkv=TILING" for the grouped q/k/v (split or not), each at most once, after the first if it is given
 // ("nvidia:TILING@gate-up=TILING@qkv=TILING"), to tune on a device. std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
@@ -290,7 +285,7 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
     if (!gateUp && !part.starts_with(kQKV)) return std::nullopt;
     std::optional<CoopMatMulTiling> &slot = gateUp ? profile.gateUpTiling : profile.qkvTiling;
     std::optional<CoopMatMulTiling> tiling = parseCoopTiling(part.substr((gateUp ? kGateUp : kQKV).size()));
-    if (!tiling || slot || (gateUp && tiling->splitK > 2)) return std::nullopt;
+    if (!tiling || slot || (gateUp && tiling->splitK != 1)) return std::nullopt;
     slot = tiling;
     from = next;
   }
