@@ -47,7 +47,8 @@ struct MatMulSpec {
 //   Single: x, w, [g], [residual], result, [partial, counters] (split over K: scratch, counters zeroed
 //           before the first launch; splitKScratch sizes them)
 //   GateUp: x, w_gate, w_up, [g], [bias_gate], [bias_up], result
-//   QKV:    x, w_q, w_k, w_v, [g], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v
+//   QKV:    x, w_q, w_k, w_v, [g], [bias_q], [bias_k], [bias_v], result_q, result_k, result_v, [partial,
+//           counters] (split over K, as Single)
 // Throws CodegenError when the variant cannot take the shape (Coop needs K a multiple of 8; GateUp subgroup
 // blocks of whole gate/up fragment pairs).
 KernelSource matmulKernel(const MatMulSpec &spec);

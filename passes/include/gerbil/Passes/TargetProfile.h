@@ -22,7 +22,7 @@ struct CoopMatMulTiling {
   int64_t stages = 2; // shared-memory buffers of the staged slices (matmul_coop.glsl's COOP_STAGES: 1 or 2)
   // Workgroups that share a tile's K (grid z, matmul_coop.glsl's SPLIT_K): each sums its part of the slices
   // into the scratch, and the tile's last to finish adds the parts and writes the result. Plain projections
-  // only (the grouped ones keep 1).
+  // and the grouped q/k/v (the gate/up keeps 1: its epilogue needs both whole sums of an output).
   int64_t splitK = 1;
   int64_t workgroup() const { return warpsT * warpsN * 32; }
 };
@@ -241,7 +241,8 @@ inline const TargetProfile *findTargetProfile(std::string_view name) {
 
 // A matmul tiling as --target spells it, "TxNxK:WTxWN[:S[:P]]" (tokens × outputs × reduction step per
 // workgroup, subgroups along tokens × outputs, optionally the staging buffers, 1 or 2 (default), and the K
-// split of plain projections, 1 to 8 (default 1)). std::nullopt when it does not parse.
+// split of plain projections, or of the q/k/v given as @qkv= (parseTarget), 1 to 8 (default 1)).
+// std::nullopt when it does not parse.
 inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
   int64_t v[5], stages = 2, split = 1;
   int used = 0, usedWithStages = 0, usedWithSplit = 0;
