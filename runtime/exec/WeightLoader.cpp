@@ -318,9 +318,11 @@ LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
       }
     }
     loaded.bytes += w.bytes();
-    if (progress) progress(loaded.bytes, total);
+    // What the device has copied, not what is queued (up to a staging half behind).
+    if (progress) progress(stream.copiedBytes(), total);
   }
   stream.finish();
+  if (progress && !plan.weights.empty()) progress(stream.copiedBytes(), total);
   loaded.uploadMs = support::msSince(start) - loaded.convertMs;
   loaded.buffers = std::move(buffers); // the vector's storage moves; the buffers stay where they are
   return loaded;

@@ -41,6 +41,7 @@ void UploadStream::write(Buffer &dst, uint64_t offset, uint64_t bytes, uint64_t 
   // write staged buffers only).
   if (dst.mapped_) {
     fill(0, bytes, static_cast<char *>(dst.mapped_) + offset);
+    copiedBytes_ += bytes;
     return;
   }
   granule = std::max<uint64_t>(granule, 1);
@@ -60,6 +61,7 @@ void UploadStream::write(Buffer &dst, uint64_t offset, uint64_t bytes, uint64_t 
     const uint64_t at = uint64_t(half_) * halfBytes_ + used_;
     fill(done, run, static_cast<char *>(s.stagingMapped) + at);
     regions_.push_back({dst.buffer_, VkBufferCopy{at, offset + done, run}});
+    queuedBytes_ += run;
     done += run;
     used_ = std::min(halfBytes_, (used_ + run + 15) / 16 * 16); // the next piece starts 16-byte aligned
   }
@@ -84,6 +86,7 @@ void UploadStream::submitHalf() {
     throw;
   }
   inFlight_[half_] = cmd;
+  inFlightBytes_[half_] = std::exchange(queuedBytes_, 0);
   regions_.clear();
   half_ = (half_ + 1) % halves_;
   used_ = 0;
@@ -96,6 +99,7 @@ void UploadStream::waitForHalf(int half) {
   Context::Impl &s = *context_.impl_;
   detail::waitForFence(s.device, s.copyFences[half], s.spinWaitMicroseconds);
   inFlight_[half] = VK_NULL_HANDLE;
+  copiedBytes_ += std::exchange(inFlightBytes_[half], 0);
   s.recycle(cmd);
 }
 

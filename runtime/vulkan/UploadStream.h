@@ -36,6 +36,8 @@ public:
   uint64_t granuleLimit() const { return halfBytes_; }
   // Copies what is queued and waits until every copy is done; the stream may be written again after.
   void finish();
+  // Bytes written whose copies are done (pieces of host-visible buffers: at once), for progress reports.
+  uint64_t copiedBytes() const { return copiedBytes_; }
 
 private:
   struct Region {
@@ -50,6 +52,9 @@ private:
   int halves_ = 1;
   int half_ = 0;      // the half being filled
   uint64_t used_ = 0; // bytes of it filled
+  uint64_t queuedBytes_ = 0;           // the current half's pieces' bytes, not yet submitted
+  uint64_t inFlightBytes_[2] = {0, 0}; // each half's submitted copy's
+  uint64_t copiedBytes_ = 0;
   std::vector<Region> regions_;
   VkCommandBuffer inFlight_[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
 };
