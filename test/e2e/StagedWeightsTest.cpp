@@ -20,12 +20,20 @@ namespace {
 std::vector<float> stepWith(const vk::ContextOptions &options, const plan::Plan &p,
                             const weights::Checkpoint &checkpoint, const std::vector<int32_t> &prompt) {
   vk::Context context(options);
-  exec::LoadedWeights weights = exec::uploadWeights(context, p, checkpoint, nullptr);
-  EXPECT_EQ(weights.bytes, [&] {
-    uint64_t total = 0;
-    for (const plan::Weight &w : p.weights) total += w.bytes();
-    return total;
-  }());
+  uint64_t total = 0;
+  for (const plan::Weight &w : p.weights) total += w.bytes();
+  // Progress: what the device has copied, never less than before, all of it at the last report.
+  std::vector<uint64_t> reported;
+  exec::LoadedWeights weights = exec::uploadWeights(context, p, checkpoint, [&](uint64_t done, uint64_t all) {
+    EXPECT_EQ(all, total);
+    reported.push_back(done);
+  });
+  EXPECT_EQ(weights.bytes, total);
+  EXPECT_TRUE(std::is_sorted(reported.begin(), reported.end()));
+  EXPECT_FALSE(reported.empty());
+  if (!reported.empty()) {
+    EXPECT_EQ(reported.back(), total);
+  }
   exec::Executor executor(context, p, std::move(weights));
   executor.reset();
   return executor.step(prompt, exec::Logits::All);
