@@ -640,6 +640,8 @@ private:
         g.qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
     std::vector<plan::Dispatch> out;
     if (g.embedding) out.push_back(lower(dispatch, g.embedding, false)); // the rows the group reads
+    // The scratch's partials: the norm launch's f16 rows first, then a split q/k/v's shares of its tiles.
+    const uint64_t rowsBytes = norm ? static_cast<uint64_t>(maxTokens_ * spec.k) * 2 : 0;
     if (norm) {
       KernelInstance rows;
       const bool weighted = !groupNormFolded(g.projections, label);
@@ -647,12 +649,10 @@ private:
       rows.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)}};
       if (weighted) rows.origins.push_back({BindingSource::ValueOf, 0, g.linear.getNorm()});
       rows.origins.push_back({BindingSource::ScratchPartials, 0});
-      rows.scratchPartialBytes = static_cast<uint64_t>(maxTokens_ * spec.k) * 2;
+      rows.scratchPartialBytes = rowsBytes;
       out.push_back(finish(dispatch, rows, perTokenGrid(dispatch.getContext(), 1), "norm_rows_f16",
                            label + ".norm", nullptr));
     }
-    // The scratch's partials: the norm launch's f16 rows first, then a split q/k/v's shares of its tiles.
-    const uint64_t rowsBytes = norm ? static_cast<uint64_t>(maxTokens_ * spec.k) * 2 : 0;
     const SplitKScratch split = splitKScratch(spec, maxTokens_);
     const uint64_t splitOffset = (rowsBytes + 255) / 256 * 256;
     k.scratchCounterBytes = split.counterBytes;

@@ -45,9 +45,13 @@ bool modelHasHalfWeights(Operation *op) {
   return half;
 }
 
-KernelChoice choice(MLIRContext *ctx, StringRef kernel, int64_t wg, AffineExpr x, AffineExpr y) {
-  AffineExpr one = getAffineConstantExpr(1, ctx);
-  return {kernel.str(), {wg, 1, 1}, AffineMap::get(0, 1, {x, y, one}, ctx), std::nullopt};
+// Grid (x, y, z): z the K splits of a tensor-core matmul, else 1.
+KernelChoice choice(MLIRContext *ctx, StringRef kernel, int64_t wg, AffineExpr x, AffineExpr y,
+                    int64_t z = 1) {
+  return {kernel.str(),
+          {wg, 1, 1},
+          AffineMap::get(0, 1, {x, y, getAffineConstantExpr(z, ctx)}, ctx),
+          std::nullopt};
 }
 
 } // namespace
@@ -105,9 +109,7 @@ std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, c
   int64_t columns = gateUp ? coopGateUpColumns(tiling, n) : coopQKVColumns(tiling, n, nK, nV);
   AffineExpr tokens = getAffineSymbolExpr(0, ctx);
   KernelChoice c = choice(ctx, (kernel + kCoopSuffix).str(), tiling.workgroup(),
-                          getAffineConstantExpr(columns, ctx), tokens.ceilDiv(tiling.tileT));
-  c.grid = AffineMap::get(
-      0, 1, {c.grid.getResult(0), c.grid.getResult(1), getAffineConstantExpr(tiling.splitK, ctx)}, ctx);
+                          getAffineConstantExpr(columns, ctx), tokens.ceilDiv(tiling.tileT), tiling.splitK);
   c.decodeGrid = group.getDecodeGrid();
   ArrayRef<int64_t> wg = *group.getDecodeWorkgroup();
   c.decodeWorkgroup = {wg[0], wg[1], wg[2]};
@@ -167,9 +169,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         if (usesCoopMatMul(profile, k) && hasHalfWeights(mm)) {
           CoopMatMulTiling tiling = coopTilingFor(profile, n, k);
           c = choice(ctx, family + kCoopSuffix, tiling.workgroup(), constant(coopTiles(tiling, n)),
-                     tokens.ceilDiv(tiling.tileT));
-          c.grid =
-              AffineMap::get(0, 1, {c.grid.getResult(0), c.grid.getResult(1), constant(tiling.splitK)}, ctx);
+                     tokens.ceilDiv(tiling.tileT), tiling.splitK);
         }
         GemvShape gemv = gemvShape(k, n, false);
         c.decodeGrid = AffineMap::get(0, 1, {constant(ceilDiv(n, gemv.rows)), constant(1), constant(1)}, ctx);

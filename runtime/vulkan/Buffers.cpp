@@ -16,8 +16,6 @@ using detail::barrierToHost;
 using detail::check;
 using detail::checkCopyRange;
 using detail::mebibytes;
-using detail::submitOne;
-using detail::waitForFence;
 
 struct Buffer::SharedMemory {
   VkDevice device = VK_NULL_HANDLE;
@@ -355,16 +353,14 @@ void Context::download(const Buffer &src, uint64_t offset, void *data, uint64_t 
     VkBufferCopy region{offset + done, half * chunkBytes, std::min(bytes - done, chunkBytes)};
     vkCmdCopyBuffer(cmd, src.buffer_, s.staging, 1, &region);
     barrierToHost(cmd);
-    check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-    check(vkResetFences(s.device, 1, &s.copyFences[half]), "vkResetFences");
-    check(submitOne(s.queue, cmd, s.copyFences[half]), "vkQueueSubmit");
+    s.submitCopy(cmd, half);
   };
   try {
     copyChunk(0, 0);
     int half = 0;
     for (uint64_t done = 0; done < bytes; done += chunkBytes, half ^= 1) {
       if (done + chunkBytes < bytes) copyChunk(done + chunkBytes, half ^ 1); // its half was copied out
-      waitForFence(s.device, s.copyFences[half], s.spinWaitMicroseconds);
+      s.waitForCopy(half);
       idle(half);
       std::memcpy(destination + done, static_cast<const char *>(s.stagingMapped) + half * chunkBytes,
                   std::min(bytes - done, chunkBytes));

@@ -130,6 +130,10 @@ struct Context::Impl {
   void ensureStaging(uint64_t bytes);
   // Resets a command buffer that is no longer running and returns it to the idle list (null: nothing).
   void recycle(VkCommandBuffer cmd);
+  // Ends a recorded staging copy and submits it to signal copyFences[half]; waits for that fence. (The
+  // upload stream's and the download's halves.)
+  void submitCopy(VkCommandBuffer cmd, int half);
+  void waitForCopy(int half);
   // Returns the command buffers submit() left to the idle list, once a later submission that waited for
   // them (a barrier) has signalled its fence.
   void recycleSubmitted();

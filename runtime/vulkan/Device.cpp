@@ -1074,6 +1074,16 @@ void Context::Impl::recycle(VkCommandBuffer cmd) {
   if (cmd && vkResetCommandBuffer(cmd, 0) == VK_SUCCESS) idleCommandBuffers.push_back(cmd);
 }
 
+void Context::Impl::submitCopy(VkCommandBuffer cmd, int half) {
+  check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+  check(vkResetFences(device, 1, &copyFences[half]), "vkResetFences");
+  check(submitOne(queue, cmd, copyFences[half]), "vkQueueSubmit");
+}
+
+void Context::Impl::waitForCopy(int half) {
+  waitForFence(device, copyFences[half], spinWaitMicroseconds);
+}
+
 void Context::Impl::recycleSubmitted() {
   for (VkCommandBuffer earlier : submittedCommandBuffers) recycle(earlier);
   submittedCommandBuffers.clear();

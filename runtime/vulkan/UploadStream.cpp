@@ -61,7 +61,6 @@ void UploadStream::write(Buffer &dst, uint64_t offset, uint64_t bytes, uint64_t 
     const uint64_t at = uint64_t(half_) * halfBytes_ + used_;
     fill(done, run, static_cast<char *>(s.stagingMapped) + at);
     regions_.push_back({dst.buffer_, VkBufferCopy{at, offset + done, run}});
-    queuedBytes_ += run;
     done += run;
     used_ = std::min(halfBytes_, (used_ + run + 15) / 16 * 16); // the next piece starts 16-byte aligned
   }
@@ -78,15 +77,14 @@ void UploadStream::submitHalf() {
     allComputeAndTransferBarrier(cmd); // earlier dispatches reading or writing the buffers finish first
     for (const Region &r : regions_) vkCmdCopyBuffer(cmd, s.staging, r.dst, 1, &r.copy);
     allComputeAndTransferBarrier(cmd); // later dispatches see the copies
-    check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-    check(vkResetFences(s.device, 1, &s.copyFences[half_]), "vkResetFences");
-    check(detail::submitOne(s.queue, cmd, s.copyFences[half_]), "vkQueueSubmit");
+    s.submitCopy(cmd, half_);
   } catch (...) {
     s.recycle(cmd);
     throw;
   }
   inFlight_[half_] = cmd;
-  inFlightBytes_[half_] = std::exchange(queuedBytes_, 0);
+  inFlightBytes_[half_] = 0;
+  for (const Region &r : regions_) inFlightBytes_[half_] += r.copy.size;
   regions_.clear();
   half_ = (half_ + 1) % halves_;
   used_ = 0;
@@ -97,7 +95,7 @@ void UploadStream::waitForHalf(int half) {
   VkCommandBuffer cmd = inFlight_[half];
   if (!cmd) return;
   Context::Impl &s = *context_.impl_;
-  detail::waitForFence(s.device, s.copyFences[half], s.spinWaitMicroseconds);
+  s.waitForCopy(half);
   inFlight_[half] = VK_NULL_HANDLE;
   copiedBytes_ += std::exchange(inFlightBytes_[half], 0);
   s.recycle(cmd);

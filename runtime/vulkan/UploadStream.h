@@ -52,8 +52,7 @@ private:
   int halves_ = 1;
   int half_ = 0;      // the half being filled
   uint64_t used_ = 0; // bytes of it filled
-  uint64_t queuedBytes_ = 0;           // the current half's pieces' bytes, not yet submitted
-  uint64_t inFlightBytes_[2] = {0, 0}; // each half's submitted copy's
+  uint64_t inFlightBytes_[2] = {0, 0}; // the bytes each half's submitted copy writes
   uint64_t copiedBytes_ = 0;
   std::vector<Region> regions_;
   VkCommandBuffer inFlight_[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
