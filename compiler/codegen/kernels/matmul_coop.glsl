@@ -110,13 +110,6 @@ struct Staged {
 #ifndef COOP_DIAG_NO_FRAGMENT_LOADS
 #define COOP_DIAG_NO_FRAGMENT_LOADS 0
 #endif
-// COOP_LOAD_LATE (gerbil-kernel-bench --define, a timing variant with right results): each slice's global
-// loads are issued after the products of the one before and stored at once, instead of held in registers
-// across them: ~32 fewer registers live through the products (the gate/up's 178 allow one workgroup a
-// multiprocessor, sweep bv), its loads' latency left to the other workgroups a multiprocessor to cover.
-#ifndef COOP_LOAD_LATE
-#define COOP_LOAD_LATE 0
-#endif
 // COOP_FRAGMENT_PIPELINE: a slice's fragments for step kk + FRAG are loaded before the products of step kk
 // (codegen sets it by the subgroup block's size; the driver does not overlap them by itself).
 #ifndef COOP_FRAGMENT_PIPELINE
@@ -382,22 +375,6 @@ void main() {
   for (uint s = 0; s < slices; ++s) {
     uint current = s % COOP_STAGES;
     bool more = s + 1u < slices;
-#if COOP_LOAD_LATE && COOP_STAGES == 2
-    if (more) {  // into the other buffer, last read in iteration s - 1
-      Staged next;
-      loadSlice((first + s + 1u) * TILE_K, next);
-      storeSlice((s + 1u) % COOP_STAGES, next);
-    }
-    multiplySlice(current, acc, warpT, warpN);
-#elif COOP_LOAD_LATE
-    multiplySlice(current, acc, warpT, warpN);
-    barrier();  // every subgroup is done with the buffer before it is rewritten
-    if (more) {
-      Staged next;
-      loadSlice((first + s + 1u) * TILE_K, next);
-      storeSlice(0u, next);
-    }
-#else
     if (more) loadSlice((first + s + 1u) * TILE_K, staged);
     multiplySlice(current, acc, warpT, warpN);
 #if COOP_STAGES == 1
@@ -406,7 +383,6 @@ void main() {
     // With two buffers, the other one was last read in iteration s - 1, which every invocation finished
     // before the barrier that ended it.
     if (more) storeSlice((s + 1u) % COOP_STAGES, staged);
-#endif
     barrier();
   }
 

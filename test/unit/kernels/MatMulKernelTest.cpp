@@ -247,26 +247,6 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
         }
 }
 
-// COOP_LOAD_LATE (sweep bx's variant: each slice's loads after the products of the one before) in one
-// staging buffer and in two, with the norm prologue and the residual, over shapes that end inside a tile.
-TEST_F(MatMulKernelTest, CooperativeMatrixWithLateLoadsMatchesTheReference) {
-  const Shape shapes[] = {{65, 130, 160}, {130, 200, 256}};
-  for (const char *target : {"nvidia:128x128x64:2x4:1", "nvidia:128x128x32:2x4"})
-    for (const Shape &shape : shapes)
-      for (bool norm : {false, true}) {
-        MatMulSpec spec;
-        spec.variant = MatMulVariant::Coop;
-        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-        spec.weight = plan::DType::F16;
-        spec.norm = norm;
-        spec.residual = !norm;
-        spec.eps = 1e-5;
-        check(spec, shape, {{"COOP_LOAD_LATE", "1"}});
-        if (IsSkipped()) return;
-        ASSERT_FALSE(HasFatalFailure()) << target;
-      }
-}
-
 // matmul_coop_workgroup.glsl (whole tiles of f16 rows, plain projections) on devices with workgroup-scope
 // matrices; compiled both ways elsewhere.
 TEST_F(MatMulKernelTest, WorkgroupScopeMatchesTheReference) {
@@ -466,8 +446,7 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
 
 TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
   // gerbil-kernel-bench's --define variants of the tensor-core loop (COOP_FRAGMENT_PIPELINE, which codegen
-  // sets by the subgroup block and sweeps override; COOP_LOAD_LATE, the slices' loads after the products;
-  // COOP_DIAG_*, diagnostics with wrong results) compile to
+  // sets by the subgroup block and sweeps override; COOP_DIAG_*, diagnostics with wrong results) compile to
   // valid SPIR-V for a plain, a gate/up and a q/k/v matmul, on the tilings plans and sweeps use, so that a
   // sweep on the GPU does not find them broken.
   codegen::ShaderCompiler compiler;
@@ -476,7 +455,7 @@ TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
                              // sweep aq's candidates (bench/sweeps/2026-12-04-aq.txt)
                              "nvidia:128x128x64:4x2:1", "nvidia:128x128x80:2x4:1", "nvidia:128x256x48:2x4:1"})
     for (const char *define :
-         {"COOP_FRAGMENT_PIPELINE", "COOP_LOAD_LATE", "COOP_DIAG_NO_FRAGMENT_LOADS", "COOP_DIAG_NO_GLOBAL"})
+         {"COOP_FRAGMENT_PIPELINE", "COOP_DIAG_NO_FRAGMENT_LOADS", "COOP_DIAG_NO_GLOBAL"})
       for (MatMulMode mode : {MatMulMode::Single, MatMulMode::GateUp, MatMulMode::QKV}) {
         MatMulSpec spec;
         spec.variant = MatMulVariant::Coop;
