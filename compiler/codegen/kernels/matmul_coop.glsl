@@ -293,6 +293,23 @@ void writeOutput(uint t, uint n, float v) {
   store_result(t * N + n, v);
 }
 #endif
+// COOP_RESIDUAL_AHEAD (plain projections with RESIDUAL, unsplit): the epilogue loads each fragment's
+// residual a fragment ahead, so that its trip to memory overlaps the stores of the one before instead of
+// following them; every tile of a launch ends on these trips. 0: as writeOutput, a trip a fragment.
+#ifndef COOP_RESIDUAL_AHEAD
+#define COOP_RESIDUAL_AHEAD 1
+#endif
+#define RESIDUAL_AHEAD (RESIDUAL != 0 && !MODE_QKV && !MODE_GATE_UP && COOP_RESIDUAL_AHEAD != 0)
+#if RESIDUAL_AHEAD
+const uint LANE_ELEMENTS = FRAG * FRAG / SUBGROUP;
+// The residual under this lane's elements of the fragment at (t0, n0) (0 outside the outputs).
+void residualOf(uint t0, uint n0, uint lane, out float r[LANE_ELEMENTS]) {
+  [[unroll]] for (uint m = 0; m < LANE_ELEMENTS; ++m) {
+    uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
+    r[m] = t < step_.tokens && n < N ? load_residual(t * N + n) : 0.0;
+  }
+}
+#endif
 // The first output (column) of this workgroup's tile: within its part for q/k/v.
 uint tileColumn() {
 #if MODE_QKV
@@ -450,15 +467,31 @@ void main() {
       subgroupBarrier();  // the fragment is written out before the next one overwrites it
     }
 #else
+  const uint blockT = tile_.y * TILE_T + warpT * WARP_T, blockN = tileColumn() + warpN * WARP_N;
+#if RESIDUAL_AHEAD
+  float ahead[PER_LANE];
+  residualOf(blockT, blockN, lane, ahead);
+#endif
   [[unroll]] for (uint i = 0; i < FRAGS_T; ++i)
     [[unroll]] for (uint j = 0; j < FRAGS_N; ++j) {
+      uint t0 = blockT + i * FRAG, n0 = blockN + j * FRAG;
+#if RESIDUAL_AHEAD
+      float residual[PER_LANE] = ahead;
+      if (i * FRAGS_N + j + 1u < FRAGS_T * FRAGS_N) {
+        uint nextI = j + 1u == FRAGS_N ? i + 1u : i, nextJ = j + 1u == FRAGS_N ? 0u : j + 1u;
+        residualOf(blockT + nextI * FRAG, blockN + nextJ * FRAG, lane, ahead);
+      }
+#endif
       storeEpilogue(acc[i][j], fragment);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      uint t0 = tile_.y * TILE_T + warpT * WARP_T + i * FRAG, n0 = tileColumn() + warpN * WARP_N + j * FRAG;
       [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
-        uint e = lane + m * SUBGROUP;
-        writeOutput(t0 + e / FRAG, n0 + e % FRAG, epilogue(fragment + e));
+        uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
+#if RESIDUAL_AHEAD
+        if (t < step_.tokens && n < N) store_result(t * N + n, epilogue(fragment + e) + residual[m]);
+#else
+        writeOutput(t, n, epilogue(fragment + e));
+#endif
       }
       subgroupBarrier();  // the fragment is written out before the next one overwrites it
     }
