@@ -216,6 +216,9 @@ float biasOf(uint part, uint row) {
 #ifndef ARGMAX
 #define ARGMAX 0
 #endif
+#ifndef GEMV_ADDEND_EARLY
+#define GEMV_ADDEND_EARLY 1
+#endif
 #if ARGMAX
 // MODE_SINGLE of the logits projection with the greedy token chosen as its logits are written
 // (argmax_combine.glsl, included before this file); the candidates are the first invocations' of each pair.
@@ -265,6 +268,16 @@ void rowBlock(uint group) {
   rowA = min(rows.x, partRows - 1u), rowB = min(rows.y, partRows - 1u);
 #endif
 
+  // GEMV_ADDEND_EARLY: what the sums get added at the end (the residual, or the q/k/v bias) is loaded before
+  // the weights, so that its trip to memory overlaps theirs instead of following the reduction (a launch's
+  // last pairs wait on it). 0: loaded where it is added.
+#if GEMV_ADDEND_EARLY && MODE_SINGLE && RESIDUAL
+  float addendA = 0.0, addendB = 0.0;
+  if (lane == 0u) addendA = load_residual(outRow + rowA), addendB = load_residual(outRow + rowB);
+#elif GEMV_ADDEND_EARLY && MODE_QKV
+  float addendA = 0.0, addendB = 0.0;
+  if (lane == 0u) addendA = biasOf(part, rowA), addendB = biasOf(part, rowB);
+#endif
   vec3 sums = vec3(0.0);  // row A, row B, the input's sum of squares
   if (liveA || liveB) {   // the same for all of the pair's invocations
 #if VEC_LOADS
@@ -299,7 +312,9 @@ void rowBlock(uint group) {
   float a = sums.x * scale, b = sums.y * scale;
 
 #if MODE_SINGLE
-#if RESIDUAL
+#if RESIDUAL && GEMV_ADDEND_EARLY
+  a += addendA, b += addendB;
+#elif RESIDUAL
   a += load_residual(outRow + rowA), b += load_residual(outRow + rowB);
 #endif
   if (liveA) store_result(outRow + rowA, a);
@@ -313,7 +328,11 @@ void rowBlock(uint group) {
   b += load_bias_up(rowA);
   store_result(rowA, activation(a) * b);
 #else
+#if GEMV_ADDEND_EARLY
+  a += addendA, b += addendB;
+#else
   a += biasOf(part, rowA), b += biasOf(part, rowB);
+#endif
 #if ROPE
   uint i = p % PAIRS_PER_HEAD;
   if (rotated && i < ROTARY_DIM / 2u) {

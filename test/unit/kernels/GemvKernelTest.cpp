@@ -13,7 +13,8 @@ namespace {
 // type, with and without the norm prologue and the residual, with subgroup operations and without.
 class GemvKernelTest : public KernelTestBase {
 protected:
-  void checkGemv(codegen::GemvSpec spec) {
+  void checkGemv(codegen::GemvSpec spec,
+                 const std::vector<std::pair<std::string, std::string>> &defines = {}) {
     const int64_t n = spec.n, k = spec.k;
     std::mt19937 rng(static_cast<uint32_t>(n * 104729 + k + spec.norm * 7 + spec.residual * 13));
     std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
@@ -32,6 +33,7 @@ protected:
     }
 
     codegen::KernelSource source = codegen::gemvKernel(spec);
+    for (const auto &[name, value] : defines) codegen::setDefine(source, name, value);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "gemv test kernel");
     std::vector<vk::Buffer> buffers =
         linearBuffers(x, packWeights(w, spec.weight), spec.norm && spec.normWeighted ? &g : nullptr,
@@ -93,6 +95,18 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
 
 // The gate/up pair (MODE_GATE_UP): n outputs silu(gate · x̂) · (up · x̂) of two matrices, with the norm
 // prologue as decode runs it; one team a pair and two (Qwen2.5's K of 896), K not a multiple of 8.
+// GEMV_ADDEND_EARLY 0 (the residual loaded where it is added, after the reduction, as before the default
+// loaded it with the first weights): the same sums.
+TEST_F(GemvKernelTest, ResidualLoadedLateMatchesTheReference) {
+  for (int64_t split : {0l, 2l})
+    for (plan::DType dtype : {plan::DType::F16, plan::DType::F32}) {
+      codegen::GemvSpec spec;
+      spec.n = 67, spec.k = 520, spec.weight = dtype, spec.residual = true, spec.split = split;
+      checkGemv(spec, {{"GEMV_ADDEND_EARLY", "0"}});
+      if (HasFatalFailure() || IsSkipped()) return;
+    }
+}
+
 TEST_F(GemvKernelTest, GateUpMatchesTheReference) {
   for (auto [n, k] : {std::pair<int64_t, int64_t>{48, 896}, {40, 100}, {20, 2056}}) {
     codegen::GemvSpec spec;

@@ -247,6 +247,24 @@ TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
         }
 }
 
+// COOP_RESIDUAL_AHEAD 0 (each fragment's residual loaded after its stores, as before the default loaded it a
+// fragment ahead): the same results, over shapes that end inside a tile, on 4 × 4 and 2 × 4 subgroups.
+TEST_F(MatMulKernelTest, CooperativeMatrixResidualLoadedLateMatchesTheReference) {
+  const Shape shapes[] = {{65, 130, 160}, {130, 200, 256}};
+  for (const char *target : {"nvidia:128x128x64:4x4:1", "nvidia:128x128x64:2x4:1"})
+    for (const Shape &shape : shapes)
+      for (const char *ahead : {"0", "1"}) {
+        MatMulSpec spec;
+        spec.variant = MatMulVariant::Coop;
+        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+        spec.weight = plan::DType::F16;
+        spec.residual = true;
+        check(spec, shape, {{"COOP_RESIDUAL_AHEAD", ahead}});
+        if (IsSkipped()) return;
+        ASSERT_FALSE(HasFatalFailure()) << target << " COOP_RESIDUAL_AHEAD=" << ahead;
+      }
+}
+
 // matmul_coop_workgroup.glsl (whole tiles of f16 rows, plain projections) on devices with workgroup-scope
 // matrices; compiled both ways elsewhere.
 TEST_F(MatMulKernelTest, WorkgroupScopeMatchesTheReference) {
