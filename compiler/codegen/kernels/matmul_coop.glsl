@@ -300,11 +300,11 @@ void writeOutput(uint t, uint n, float v) {
 #define COOP_RESIDUAL_AHEAD 1
 #endif
 #define RESIDUAL_AHEAD (RESIDUAL != 0 && !MODE_QKV && !MODE_GATE_UP && COOP_RESIDUAL_AHEAD != 0)
+const uint PER_LANE = FRAG * FRAG / SUBGROUP;  // the elements of a fragment each lane writes out
 #if RESIDUAL_AHEAD
-const uint LANE_ELEMENTS = FRAG * FRAG / SUBGROUP;
 // The residual under this lane's elements of the fragment at (t0, n0) (0 outside the outputs).
-void residualOf(uint t0, uint n0, uint lane, out float r[LANE_ELEMENTS]) {
-  [[unroll]] for (uint m = 0; m < LANE_ELEMENTS; ++m) {
+void residualOf(uint t0, uint n0, uint lane, out float r[PER_LANE]) {
+  [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
     uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
     r[m] = t < step_.tokens && n < N ? load_residual(t * N + n) : 0.0;
   }
@@ -433,7 +433,6 @@ void main() {
 
   // The loop's last barrier ended every read of the staged slices, whose memory the fragments now take.
   uint lane = gl_LocalInvocationIndex % SUBGROUP, fragment = warp * FRAG * FRAG;
-  const uint PER_LANE = FRAG * FRAG / SUBGROUP;
 #if MODE_GATE_UP
   // Each lane takes OUT_STEP neighbouring outputs at a time (two with RESULT_HALF: one word of halves).
   const uint OUT_STEP = RESULT_HALF != 0 ? 2u : 1u, OUT_PER_LANE = PER_LANE / OUT_STEP;

@@ -93,8 +93,6 @@ TEST_F(GemvKernelTest, MatchesTheReference) {
     }
 }
 
-// The gate/up pair (MODE_GATE_UP): n outputs silu(gate · x̂) · (up · x̂) of two matrices, with the norm
-// prologue as decode runs it; one team a pair and two (Qwen2.5's K of 896), K not a multiple of 8.
 // GEMV_ADDEND_EARLY 0 (the residual loaded where it is added, after the reduction, as before the default
 // loaded it with the first weights): the same sums.
 TEST_F(GemvKernelTest, ResidualLoadedLateMatchesTheReference) {
@@ -107,6 +105,8 @@ TEST_F(GemvKernelTest, ResidualLoadedLateMatchesTheReference) {
     }
 }
 
+// The gate/up pair (MODE_GATE_UP): n outputs silu(gate · x̂) · (up · x̂) of two matrices, with the norm
+// prologue as decode runs it; one team a pair and two (Qwen2.5's K of 896), K not a multiple of 8.
 TEST_F(GemvKernelTest, GateUpMatchesTheReference) {
   for (auto [n, k] : {std::pair<int64_t, int64_t>{48, 896}, {40, 100}, {20, 2056}}) {
     codegen::GemvSpec spec;
