@@ -25,6 +25,19 @@ struct Shape {
 
 class MatMulKernelTest : public KernelTestBase {
 protected:
+  // A matmul split over K binds its parts' scratch (garbage to start with) and zeroed counters: inserted at
+  // `at`. Returns the launches to run: two where split, the second finding the counters the first left at 0.
+  uint32_t insertSplitScratch(const MatMulSpec &spec, uint32_t tokens, std::vector<vk::Buffer> &buffers,
+                              std::vector<vk::Buffer>::iterator at) {
+    const codegen::SplitKScratch split = codegen::splitKScratch(spec, tokens);
+    if (!split.partialBytes) return 1;
+    std::vector<vk::Buffer> scratch;
+    scratch.push_back(upload(std::vector<float>(split.partialBytes / 4, 1e30f), "partial"));
+    scratch.push_back(upload(std::vector<float>(split.counterBytes / 4, 0.0f), "counters"));
+    buffers.insert(at, std::make_move_iterator(scratch.begin()), std::make_move_iterator(scratch.end()));
+    return 2;
+  }
+
   // Runs the kernel of `spec` (with `defines` added: a template's variants) on random inputs and compares
   // every output with the reference.
   void check(MatMulSpec spec, const Shape &shape,
@@ -96,16 +109,10 @@ protected:
       const std::vector<_Float16> rows = normalizedHalfRows(x, g, t, k, spec.eps);
       buffers[0] = upload(rows.data(), rows.size() * sizeof(_Float16), "x");
     }
-    // Split over K: the parts' scratch (garbage to start with) and zeroed counters, after the result. Two
-    // launches: the second finds the counters the first left at 0.
-    const codegen::SplitKScratch split = codegen::splitKScratch(spec, t);
-    if (split.partialBytes) {
-      buffers.insert(buffers.end() - 1, upload(std::vector<float>(split.partialBytes / 4, 1e30f), "partial"));
-      buffers.insert(buffers.end() - 1, upload(std::vector<float>(split.counterBytes / 4, 0.0f), "counters"));
-    }
+    // After the result, before the state.
+    const uint32_t launches = insertSplitScratch(spec, t, buffers, buffers.end() - 1);
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    run(way.spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel",
-        split.partialBytes ? 2 : 1);
+    run(way.spirv, buffers, codegen::matmulGrid(spec, t), t, "matmul test kernel", launches);
     size_t resultIndex = 0;
     while (source.bindings[resultIndex].name != "result") ++resultIndex;
     std::vector<float> result = download(buffers[resultIndex], t * n);
@@ -394,17 +401,10 @@ protected:
       if (biased[p]) buffers.push_back(upload(bias[p], "bias"));
     const size_t firstResult = buffers.size();
     for (int64_t n : gateUp ? std::vector<int64_t>{spec.n} : rows) buffers.push_back(output(t * n, "result"));
-    // A q/k/v split over K: the parts' scratch (garbage to start with) and zeroed counters; two launches, the
-    // second finding the counters the first left at 0.
-    const codegen::SplitKScratch split = codegen::splitKScratch(spec, t);
-    if (split.partialBytes) {
-      buffers.push_back(upload(std::vector<float>(split.partialBytes / 4, 1e30f), "partial"));
-      buffers.push_back(upload(std::vector<float>(split.counterBytes / 4, 0.0f), "counters"));
-    }
+    const uint32_t launches = insertSplitScratch(spec, t, buffers, buffers.end()); // a q/k/v split over K
     buffers.push_back(state(0));
     ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "grouped matmul test kernel",
-        split.partialBytes ? 2 : 1);
+    run(spirv, buffers, codegen::matmulGrid(spec, t), t, "grouped matmul test kernel", launches);
     double tolerance = 1e-5 * double(k) + 1e-4 + 4e-3 * std::sqrt(double(k));
     for (size_t r = 0; r < (gateUp ? 1u : rows.size()); ++r) {
       const int64_t n = rows[r];
