@@ -178,6 +178,19 @@ const uint ROW_LOADS = K / PER_LOAD;
 #endif
 
 
+// GEMV_POSITION_EARLY (MODE_QKV; a variant to time, gerbilc --kernel-define gemv:GEMV_POSITION_EARLY=1): the
+// step's position, which RoPE and the cache write need after the reduction, is read before the weights, as
+// GEMV_ADDEND_EARLY reads the bias, instead of where it is used.
+#ifndef GEMV_POSITION_EARLY
+#define GEMV_POSITION_EARLY 0
+#endif
+#if GEMV_POSITION_EARLY
+uint stepPosition_ = 0u;
+#define STEP_POSITION stepPosition_
+#else
+#define STEP_POSITION state_.position
+#endif
+
 #if MODE_QKV && ROPE
 const uint PAIRS_PER_HEAD = HEAD_DIM / 2u;
 
@@ -191,7 +204,7 @@ uvec2 pairRows(uint p) {
 }
 
 vec2 rotation(uint i) {
-  return rotaryCosSin(float(state_.position), invFreqAt(i)) * ATTENTION_SCALING;
+  return rotaryCosSin(float(STEP_POSITION), invFreqAt(i)) * ATTENTION_SCALING;
 }
 #endif
 
@@ -200,8 +213,8 @@ vec2 rotation(uint i) {
 void storeRow(uint part, uint row, float v) {
   if (part == 0u) store_result_q(row, v);
 #if KV_WRITE
-  else if (part == 1u) store_k_cache(((row / HEAD_DIM) * SEQ + state_.position) * HEAD_DIM + row % HEAD_DIM, v);
-  else store_v_cache(((row / HEAD_DIM) * SEQ + state_.position) * HEAD_DIM + row % HEAD_DIM, v);
+  else if (part == 1u) store_k_cache(((row / HEAD_DIM) * SEQ + STEP_POSITION) * HEAD_DIM + row % HEAD_DIM, v);
+  else store_v_cache(((row / HEAD_DIM) * SEQ + STEP_POSITION) * HEAD_DIM + row % HEAD_DIM, v);
 #else
   else if (part == 1u) store_result_k(row, v);
   else store_result_v(row, v);
@@ -277,6 +290,9 @@ void rowBlock(uint group) {
 #elif GEMV_ADDEND_EARLY && MODE_QKV
   float addendA = 0.0, addendB = 0.0;
   if (lane == 0u) addendA = biasOf(part, rowA), addendB = biasOf(part, rowB);
+#endif
+#if GEMV_POSITION_EARLY
+  stepPosition_ = state_.position;
 #endif
   vec3 sums = vec3(0.0);  // row A, row B, the input's sum of squares
   if (liveA || liveB) {   // the same for all of the pair's invocations
