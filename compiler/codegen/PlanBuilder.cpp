@@ -64,6 +64,9 @@ struct KernelInstance {
 // Scratch: the counters at its start, the partial results from this offset (16384 counters: a split-K
 // matmul takes one a tile).
 constexpr uint64_t kScratchPartialsOffset = 65536;
+// Where a kernel binds a second range of the partials' scratch: the largest minStorageBufferOffsetAlignment
+// Vulkan allows, so that any device takes the offset (the arena's offsets keep the same alignment).
+constexpr uint64_t kScratchRangeAlignment = 256;
 
 // Grid (T, columns, 1) of a prefill launch that codegen adds beside a dispatch's own (norm_rows_f16,
 // rope_append).
@@ -654,7 +657,8 @@ private:
                            label + ".norm", nullptr));
     }
     const SplitKScratch split = splitKScratch(spec, maxTokens_);
-    const uint64_t splitOffset = (rowsBytes + 255) / 256 * 256;
+    const uint64_t splitOffset =
+        (rowsBytes + kScratchRangeAlignment - 1) / kScratchRangeAlignment * kScratchRangeAlignment;
     k.scratchCounterBytes = split.counterBytes;
     for (const KernelBinding &b : k.source.bindings) {
       if (b.name == "x" && norm) { // the norm launch's f16 rows
