@@ -37,7 +37,8 @@ struct BindingSource {
     ValueOf,
     Weight, // plan weight `index`, whole
     ScratchCounters,
-    ScratchPartials
+    ScratchPartials,
+    ScratchSink // kScratchSinkBytes of scratch that only a store that never happens writes
   } kind;
   unsigned index = 0;
   Value value = {};
@@ -67,6 +68,10 @@ constexpr uint64_t kScratchPartialsOffset = 65536;
 // Where a kernel binds a second range of the partials' scratch: the largest minStorageBufferOffsetAlignment
 // Vulkan allows, so that any device takes the offset (the arena's offsets keep the same alignment).
 constexpr uint64_t kScratchRangeAlignment = 256;
+
+// The last bytes of the counters' region, which no kernel counts in: a prefetch launch's sink, beside an
+// attention whose counters start at 0.
+constexpr uint64_t kScratchSinkBytes = 16;
 
 // Grid (T, columns, 1) of a prefill launch that codegen adds beside a dispatch's own (norm_rows_f16,
 // rope_append).
@@ -968,12 +973,33 @@ private:
     k.origins.insert(k.origins.end(), prefetched.begin(), prefetched.end());
   }
 
+  // A decode attention's prefetch as a launch of its own (CodegenOptions::prefetchBeside), or none where it
+  // prefetches nothing.
+  std::optional<plan::Dispatch> lowerPrefetchBeside(gd::DispatchOp dispatch, const std::string &label) {
+    auto [prefetch, prefetched] = prefetchOf(dispatch, "decode attention '" + label + "'");
+    if (prefetch.empty()) return std::nullopt;
+    PrefetchLaunch launch = prefetchLaunch(prefetch);
+    KernelInstance k;
+    k.source = std::move(launch.source);
+    k.origins = {{BindingSource::ScratchSink, 0}};
+    k.origins.insert(k.origins.end(), prefetched.begin(), prefetched.end());
+    MLIRContext *ctx = dispatch.getContext();
+    AffineMap grid = AffineMap::get(0, 1,
+                                    {getAffineConstantExpr(launch.workers, ctx),
+                                     getAffineConstantExpr(1, ctx), getAffineConstantExpr(1, ctx)},
+                                    ctx);
+    return finish(dispatch, k, grid, "prefetch", label + ".prefetch", nullptr);
+  }
+
   // Split-KV attention of one query token (attention_decode.glsl), with its scratch: a counter per
   // workgroup column and the partial softmax results of every split; and the weights its dispatch
   // prefetches (gerbil-prefetch-weights).
   void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
     const std::string what = "decode attention '" + locationName(a.getLoc()) + "'";
-    auto [prefetch, prefetched] = prefetchOf(a->getParentOfType<gd::DispatchOp>(), what);
+    // With prefetchBeside the prefetch is a launch of its own (lowerPrefetchBeside).
+    auto [prefetch, prefetched] = options_.prefetchBeside
+                                      ? std::pair<std::vector<PrefetchRange>, std::vector<BindingSource>>{}
+                                      : prefetchOf(a->getParentOfType<gd::DispatchOp>(), what);
     DecodeAttentionKernel kernel =
         decodeAttentionKernel(attentionSpec(a), options_.subgroupOps, 0, 0, prefetch);
     requireFormedWorkgroup(kernel.source, k.source.workgroup, what);
@@ -994,7 +1020,16 @@ private:
 
   // The plan dispatches of one dispatch: itself, or for a fusion group in prefill one per op of its body.
   std::vector<plan::Dispatch> lowerSchedule(gd::DispatchOp dispatch, bool decode) {
-    if (holdsOneOp(dispatch)) return {lower(dispatch, &dispatch.getBody().front().front(), decode)};
+    if (holdsOneOp(dispatch)) {
+      Operation *op = &dispatch.getBody().front().front();
+      plan::Dispatch lowered = lower(dispatch, op, decode);
+      if (decode && options_.prefetchBeside && isa<gd::AttentionOp>(op) && dispatch.getDecodeGrid())
+        if (std::optional<plan::Dispatch> beside = lowerPrefetchBeside(dispatch, lowered.label)) {
+          lowered.overlapsNext = true; // the prefetch reads weights only: nothing the attention writes
+          return {lowered, *beside};
+        }
+      return {lowered};
+    }
     if (decode && dispatch.getKernel() == gd::kLogitsArgmaxKernel) return {lowerLogitsArgmax(dispatch)};
     if (decode && dispatch.getDecodeGrid()) return {lowerGroup(dispatch)};
     if (!decode && dispatch.getKernel().ends_with(gd::kCoopSuffix)) return lowerGroupPrefill(dispatch);
@@ -1060,6 +1095,11 @@ private:
       case BindingSource::ScratchCounters:
         d.bindings.push_back(
             {plan::BufferKind::Scratch, 0, 0, std::max<uint64_t>(k.scratchCounterBytes, 16)});
+        plan_.scratchBytes = std::max(plan_.scratchBytes, kScratchPartialsOffset);
+        break;
+      case BindingSource::ScratchSink:
+        d.bindings.push_back(
+            {plan::BufferKind::Scratch, 0, kScratchPartialsOffset - kScratchSinkBytes, kScratchSinkBytes});
         plan_.scratchBytes = std::max(plan_.scratchBytes, kScratchPartialsOffset);
         break;
       case BindingSource::ScratchPartials: {

@@ -25,6 +25,10 @@ struct CodegenOptions {
   // Kernels reach their buffers through device addresses in push constants instead of descriptor sets
   // (plan::BufferAccess::Addresses; gerbilc --buffer-addresses).
   bool bufferAddresses = false;
+  // A decode attention's prefetch (gerbil-prefetch-weights) runs as a launch of its own right after it, with
+  // no barrier between them (prefetch_launch.glsl), instead of as extra workgroups of the attention kernel
+  // (gerbilc --prefetch-beside).
+  bool prefetchBeside = false;
 };
 
 // Throws CodegenError naming the dispatch at fault.

@@ -52,4 +52,20 @@ int64_t addPrefetchWorkers(KernelSource &k, const std::vector<PrefetchRange> &pr
   return workers;
 }
 
+PrefetchLaunch prefetchLaunch(const std::vector<PrefetchRange> &prefetch) {
+  PrefetchLaunch launch;
+  KernelSource &k = launch.source;
+  k.templateFile = "prefetch_launch.glsl";
+  // 256 invocations of 16 loads in flight each (64 KiB a workgroup, ~70 registers): several workgroups a
+  // multiprocessor, where the attention's own prefetch workers held one each.
+  k.workgroup = {256, 1, 1};
+  k.bindings = {{"sink", Access::Write, plan::DType::F32}};
+  launch.workers = addPrefetchWorkers(k, prefetch, "store_sink(0u, value)", "prefetch launch");
+  // Every Vulkan device dispatches at least 65535 workgroups along x.
+  if (launch.workers > 65535)
+    throw CodegenError("prefetch launch: " + std::to_string(launch.workers) +
+                       " workgroups, more than the 65535 every device allows");
+  return launch;
+}
+
 } // namespace gerbil::codegen

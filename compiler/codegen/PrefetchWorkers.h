@@ -28,4 +28,12 @@ int64_t addPrefetchWorkers(KernelSource &k, const std::vector<PrefetchRange> &pr
 // The worker workgroups addPrefetchWorkers gives a kernel of `workgroupSize` invocations.
 int64_t prefetchWorkers(const std::vector<PrefetchRange> &prefetch, int64_t workgroupSize);
 
+// A launch of its own that only runs prefetch workers (prefetch_launch.glsl), `workers` workgroups along x:
+// its bindings are `sink` (written by a store that never happens) and then the prefetched weights.
+struct PrefetchLaunch {
+  KernelSource source;
+  int64_t workers = 0;
+};
+PrefetchLaunch prefetchLaunch(const std::vector<PrefetchRange> &prefetch);
+
 } // namespace gerbil::codegen

@@ -221,6 +221,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     codegenOptions.subgroupOps = options.subgroupOps;
     codegenOptions.kernelDefines = kernelDefines;
     codegenOptions.bufferAddresses = options.bufferAddresses;
+    codegenOptions.prefetchBeside = options.prefetchBeside;
     std::ostringstream glsl;
     if (options.emit == "glsl") codegenOptions.glsl = &glsl;
     plan::Plan plan = codegen::buildPlan(*module, codegenOptions);

@@ -27,6 +27,7 @@ struct CompileOptions {
   int64_t prefetchPageBytes = -1;  // --prefetch-page-bytes: and its page stride; -1: the target's
   bool spreadPages = false;        // --spread-pages: page words in each decode gemv, for the next launch
   bool bufferAddresses = false;    // --buffer-addresses: kernels reach buffers by device address
+  bool prefetchBeside = false;     // --prefetch-beside: an attention's prefetch as a launch beside it
   std::vector<std::string> kernelDefines; // --kernel-define [FAMILY:]NAME[=VALUE]: kernel variants
 };
 

@@ -170,12 +170,13 @@ std::vector<Executor::PreparedDispatch> Executor::prepare(const std::vector<plan
     if (plan_.bufferAccess == plan::BufferAccess::Addresses) {
       std::vector<uint32_t> addresses;
       for (const plan::Binding &b : d.bindings) plan::appendAddress(addresses, address(b));
-      prepared.push_back({d.kernel, VK_NULL_HANDLE, d.grid, std::move(addresses)});
+      prepared.push_back({d.kernel, VK_NULL_HANDLE, d.grid, std::move(addresses), d.overlapsNext});
       continue;
     }
     std::vector<vk::BufferRange> ranges;
     for (const plan::Binding &b : d.bindings) ranges.push_back(range(b));
-    prepared.push_back({d.kernel, context_.createDescriptorSet(pipelines_[d.kernel], ranges), d.grid, {}});
+    prepared.push_back(
+        {d.kernel, context_.createDescriptorSet(pipelines_[d.kernel], ranges), d.grid, {}, d.overlapsNext});
   }
   return prepared;
 }
@@ -234,7 +235,8 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDi
       context_.dispatch(cmd, pipelines_[d.kernel], d.set, push.data(),
                         static_cast<uint32_t>(push.size() * sizeof(uint32_t)), d.grid[0].evaluate(tokens),
                         d.grid[1].evaluate(tokens), d.grid[2].evaluate(tokens));
-      context_.computeBarrier(cmd);
+      // A dispatch that overlaps the next one: that one reads nothing it writes.
+      if (!d.overlapsNext) context_.computeBarrier(cmd);
     }
     if (timestamps) context_.writeTimestamp(cmd, static_cast<uint32_t>(i) + 1);
     if (i + 1 == nextSubmit && i + 1 < schedule.size()) {

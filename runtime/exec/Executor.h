@@ -82,6 +82,7 @@ private:
     // The push constants after { tokens, firstRow }: each binding's device address, as two u32
     // (BufferAccess::Addresses; empty otherwise).
     std::vector<uint32_t> addresses;
+    bool overlapsNext = false; // plan::Dispatch::overlapsNext: no barrier after it
   };
   std::vector<PreparedDispatch> prepare(const std::vector<plan::Dispatch> &schedule);
   const vk::Buffer &buffer(const plan::Binding &binding) const;

@@ -79,7 +79,11 @@ json dispatchesToJson(const std::vector<Dispatch> &dispatches) {
     for (const Binding &b : d.bindings) bindings.push_back(bindingToJson(b));
     json grid = json::array();
     for (const GridDim &g : d.grid) grid.push_back(json{{"mulT", g.mulT}, {"add", g.add}, {"div", g.div}});
-    list.push_back(json{{"kernel", d.kernel}, {"label", d.label}, {"bindings", bindings}, {"grid", grid}});
+    list.push_back(json{{"kernel", d.kernel},
+                        {"label", d.label},
+                        {"bindings", bindings},
+                        {"grid", grid},
+                        {"overlapsNext", d.overlapsNext}});
   }
   return list;
 }
@@ -278,6 +282,7 @@ std::vector<Dispatch> readDispatches(const Reader &r) {
       out.grid[i].add = grid[i]["add"].i64();
       out.grid[i].div = grid[i]["div"].i64();
     }
+    out.overlapsNext = d["overlapsNext"].boolean();
     return out;
   });
 }
@@ -460,6 +465,8 @@ void validateDispatches(const Plan &plan, const std::vector<Dispatch> &dispatche
       if (d.grid[axis].div <= 0)
         throw PlanError(where + ": grid dimension " + std::to_string(axis) + " has divisor " +
                         std::to_string(d.grid[axis].div) + " (must be > 0)");
+    if (d.overlapsNext && i + 1 == dispatches.size())
+      throw PlanError(where + " overlaps the next dispatch, but it is the schedule's last");
   }
 }
 

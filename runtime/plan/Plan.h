@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 8;
+inline constexpr uint32_t kFormatVersion = 9;
 
 class PlanError : public std::runtime_error {
 public:
@@ -81,6 +81,10 @@ struct Dispatch {
   std::string label; // what it computes, for profiles and errors
   std::vector<Binding> bindings;
   std::array<GridDim, 3> grid;
+  // The next dispatch may start before this one ends: no barrier between them, so the next one must not read
+  // what this one writes (a decode attention and the launch that prefetches weights beside it, gerbilc
+  // --prefetch-beside).
+  bool overlapsNext = false;
 };
 
 // Every kernel receives the push constants { uint tokens; uint firstRow; } first, and binds the state buffer

@@ -126,6 +126,7 @@ void expectDispatchesEqual(const std::vector<Dispatch> &a, const std::vector<Dis
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].kernel, b[i].kernel);
     EXPECT_EQ(a[i].label, b[i].label);
+    EXPECT_EQ(a[i].overlapsNext, b[i].overlapsNext) << a[i].label;
     ASSERT_EQ(a[i].bindings.size(), b[i].bindings.size());
     for (size_t j = 0; j < a[i].bindings.size(); ++j)
       expectBindingEqual(a[i].bindings[j], b[i].bindings[j], a[i].label + " binding " + std::to_string(j));
@@ -279,9 +280,11 @@ fs::path uniqueTempPath(const std::string &stem) {
 
 TEST(Plan, RoundTripKeepsEveryField) {
   Plan plan = makePlan();
+  plan.prefill[0].overlapsNext = true;
   std::vector<uint8_t> bytes = serialize(plan);
   Plan back = deserialize(bytes.data(), bytes.size(), "plan.bin");
   expectPlansEqual(plan, back);
+  EXPECT_TRUE(back.prefill[0].overlapsNext);
   // Serialisation is deterministic: the same plan gives the same bytes.
   EXPECT_EQ(serialize(back), bytes);
 }
@@ -621,6 +624,16 @@ TEST(Plan, ValidateRejectsBadGrid) {
   std::string message = validateError([](Plan &p) { p.prefill[1].grid[2].div = 0; });
   EXPECT_NE(message.find("prefill dispatch 1 'layers.0.q_proj': grid dimension 2 has divisor 0"),
             std::string::npos)
+      << message;
+}
+
+TEST(Plan, ValidateRejectsAnOverlappingLastDispatch) {
+  // Nothing after it to overlap: the step's end would not wait for it.
+  std::string message = validateError([](Plan &p) { p.decode.back().overlapsNext = true; });
+  EXPECT_NE(
+      message.find("decode dispatch 0 'decode.layers.0.q_proj' overlaps the next dispatch, but it is the "
+                   "schedule's last"),
+      std::string::npos)
       << message;
 }
 

@@ -75,6 +75,10 @@ int main(int argc, char **argv) {
   app.add_flag("--spread-pages", options.spreadPages,
                "The page words in every decode projection, for the launch after it, instead of all in the "
                "attention (where the target or --prefetch-page-bytes reads them; slower on the H200 so far)");
+  app.add_flag(
+      "--prefetch-beside", options.prefetchBeside,
+      "Each decode attention's prefetch (--prefetch-bytes, --prefetch-page-bytes) as a launch of its "
+      "own beside it, with no barrier between them, instead of as extra workgroups of the attention");
   app.add_flag("--buffer-addresses", options.bufferAddresses,
                "Kernels reach their buffers through device addresses in push constants instead of "
                "descriptor sets (needs bufferDeviceAddress; slower on the H200 so far, but binds past "
