@@ -36,6 +36,13 @@
 #ifndef ATTENTION_SHARED_KEYS
 #define ATTENTION_SHARED_KEYS 0
 #endif
+// SCORE_PAD: floats past each row of a subgroup's score tile. Two lanes read a row's scores, each 16
+// consecutive ones; with rows of KV_TILE = 32 floats (128 bytes) every row starts in the same bank, so the
+// 16 rows' lanes collide on 2 banks (16-way). 4 more floats a row put the rows of a quarter subgroup's
+// 16-byte reads in different banks.
+#ifndef SCORE_PAD
+#define SCORE_PAD 0
+#endif
 
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
@@ -46,6 +53,7 @@ const uint K_FRAGS = KV_TILE / FRAG;
 // Rows of the staged f16 tiles as 16-byte words, padded by one word (bank spread of the fragment loads).
 const uint ROW_WORDS = HEAD_DIM / 8u + 1u;
 const uint P_WORDS = KV_TILE / 8u + 1u;
+const uint S_STRIDE = KV_TILE + SCORE_PAD;  // floats a score row (a multiple of 4: 16-byte fragment rows)
 const float NO_SCORE = -3.0e38;
 const bool SHARED_KEYS = ATTENTION_SHARED_KEYS != 0 && HEADS / KV_HEADS == WARPS && KEY_SPLITS == 1;
 
@@ -55,7 +63,7 @@ const bool SHARED_KEYS = ATTENTION_SHARED_KEYS != 0 && HEADS / KV_HEADS == WARPS
 
 shared uvec4 kTile_[KV_TILE * ROW_WORDS];
 shared uvec4 vTile_[KV_TILE * ROW_WORDS];
-shared float sTile_[WARPS][FRAG * KV_TILE];  // one subgroup's scores, row-major
+shared float sTile_[WARPS][FRAG * S_STRIDE];  // one subgroup's scores, row-major
 shared uvec4 pTile_[WARPS][FRAG * P_WORDS];   // its probabilities, f16
 
 // Dims 4 · d4.. of a cached key or value.
@@ -106,7 +114,7 @@ void scoreTile(uint warp, FragA q[D_FRAGS]) {
       coopMatLoadNV(k, kTile_, a * FRAG * ROW_WORDS + dd * 2u, ROW_WORDS, true);
       s = coopMatMulAddNV(q[dd], k, s);
     }
-    coopMatStoreNV(s, sTile_[warp], a * FRAG, KV_TILE, false);
+    coopMatStoreNV(s, sTile_[warp], a * FRAG, S_STRIDE, false);
   }
   subgroupMemoryBarrierShared();
   subgroupBarrier();
@@ -306,7 +314,7 @@ void main() {
     float tileMax = NO_SCORE;
     [[unroll]] for (uint c = 0; c < HALF; ++c) {
       uint key = k0 + half_ * HALF + c;
-      p[c] = sees(position, key) ? sTile_[warp][row * KV_TILE + half_ * HALF + c] : NO_SCORE;
+      p[c] = sees(position, key) ? sTile_[warp][row * S_STRIDE + half_ * HALF + c] : NO_SCORE;
       tileMax = max(tileMax, p[c]);
     }
     tileMax = max(tileMax, subgroupShuffleXor(tileMax, 1u));
