@@ -3,6 +3,7 @@
 // head dims that do not split evenly over the lanes (the tensor-core variant each way, NV or KHR, that the
 // device has). Decode: one query over one workgroup's warps and over many splits.
 #include "compiler/codegen/AttentionKernel.h"
+#include "compiler/codegen/ShaderCompiler.h"
 #include "gerbil/Passes/KernelShapes.h"
 #include "test/unit/kernels/KernelTestBase.h"
 
@@ -559,6 +560,21 @@ TEST(AttentionKernelSpec, TensorCoresTakeHeadDimsThatFit) {
   EXPECT_FALSE(mlir::gerbil::fitsCoopAttention(64, 40));  // not a multiple of 16
   codegen::AttentionSpec spec{4, 2, 40, 100, 0.1, 0};
   EXPECT_THROW(codegen::attentionKernel(spec, true), codegen::CodegenError);
+}
+
+// fitsCoopAttention decides from coopAttentionSharedBytes whether a shape fits 48 KiB before any kernel is
+// compiled: the count must be the compiled kernel's (the score tile's padding included).
+TEST(AttentionKernelSpec, TensorCoreSharedMemoryIsCountedAhead) {
+  codegen::ShaderCompiler compiler;
+  for (auto [headDim, keyTile] : {std::pair<int64_t, int64_t>{64, 32}, {128, 32}, {64, 64}}) {
+    codegen::AttentionSpec spec{8, 2, headDim, 256, 0.1, 0};
+    spec.keyTile = keyTile;
+    const std::string what = "head dim " + std::to_string(headDim) + ", key tile " + std::to_string(keyTile);
+    const std::vector<uint32_t> spirv = compiler.compile(codegen::attentionKernel(spec, true), what);
+    EXPECT_EQ(codegen::workgroupMemoryBytes(spirv),
+              static_cast<uint32_t>(mlir::gerbil::coopAttentionSharedBytes(headDim, keyTile)))
+        << what;
+  }
 }
 
 } // namespace

@@ -111,9 +111,11 @@ inline constexpr int64_t kCoopAttentionWarps = 4;
 // H200 (sweep ae: Qwen2.5-0.5B's 512-token step 30.7 -> 38.1 µs, Llama-3.2-1B's 44.5 -> 61.0).
 inline constexpr int64_t kCoopAttentionKeyTile = 32;
 inline constexpr int64_t kCoopAttentionQueryTile = 16 * kCoopAttentionWarps; // 16 queries a subgroup
+// Floats past each row of a subgroup's score tile, against bank conflicts (the kernel's SCORE_PAD).
+inline constexpr int64_t kCoopAttentionScorePad = 4;
 inline constexpr int64_t coopAttentionSharedBytes(int64_t headDim, int64_t keyTile = kCoopAttentionKeyTile) {
   const int64_t rowBytes = (headDim / 8 + 1) * 16;
-  return 2 * keyTile * rowBytes + kCoopAttentionWarps * 16 * keyTile * 4 +
+  return 2 * keyTile * rowBytes + kCoopAttentionWarps * 16 * (keyTile + kCoopAttentionScorePad) * 4 +
          kCoopAttentionWarps * 16 * (keyTile / 8 + 1) * 16;
 }
 // keyTile: a multiple of 16 whose key and value tiles hold the query tile's rows.
