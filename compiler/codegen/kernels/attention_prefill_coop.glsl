@@ -44,6 +44,23 @@
 #ifndef SCORE_PAD
 #define SCORE_PAD 4
 #endif
+// Diagnostics for gerbil-kernel-bench, each leaving a part of the loop over the key tiles out (the results
+// are wrong): ATTENTION_DIAG_SAME_KEYS stages the first tile only (no global loads in the loop),
+// ATTENTION_DIAG_NO_SCORES leaves out S = Q·Kᵀ (the lanes read whatever the score tile holds),
+// ATTENTION_DIAG_NO_SOFTMAX takes the scores as they are for probabilities (no maxima, exp or rescaling),
+// ATTENTION_DIAG_NO_VALUES leaves out O += P·V.
+#ifndef ATTENTION_DIAG_SAME_KEYS
+#define ATTENTION_DIAG_SAME_KEYS 0
+#endif
+#ifndef ATTENTION_DIAG_NO_SCORES
+#define ATTENTION_DIAG_NO_SCORES 0
+#endif
+#ifndef ATTENTION_DIAG_NO_SOFTMAX
+#define ATTENTION_DIAG_NO_SOFTMAX 0
+#endif
+#ifndef ATTENTION_DIAG_NO_VALUES
+#define ATTENTION_DIAG_NO_VALUES 0
+#endif
 
 const uint FRAG = 16u;
 const uint SUBGROUP = 32u;
@@ -308,9 +325,9 @@ void main() {
   storeKeys(staged);
   barrier();
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += KV_TILE) {
-    bool more = k0 + KV_TILE < keyEnd;
+    bool more = ATTENTION_DIAG_SAME_KEYS == 0 && k0 + KV_TILE < keyEnd;
     if (more) loadKeys(kvHead, k0 + KV_TILE, lastPosition, staged);
-    scoreTile(warp, q);
+    if (ATTENTION_DIAG_NO_SCORES == 0) scoreTile(warp, q);
     float p[HALF];
     float tileMax = NO_SCORE;
     [[unroll]] for (uint c = 0; c < HALF; ++c) {
@@ -320,6 +337,9 @@ void main() {
     }
     tileMax = max(tileMax, subgroupShuffleXor(tileMax, 1u));
     subgroupBarrier();  // every lane has read its scores: the score tile is free for the round trip
+#if ATTENTION_DIAG_NO_SOFTMAX
+    [[unroll]] for (uint c = 0; c < HALF; ++c) rowSum += p[c];
+#else
     float shrink = 1.0;
     bool shrinks = false;  // a row with some output to scale (one that saw no key yet has none)
     if (tileMax > rowMax + RESCALE_SLACK) {
@@ -333,7 +353,8 @@ void main() {
       p[c] = p[c] == NO_SCORE ? 0.0 : exp(p[c] - rowMax);
       rowSum += p[c];
     }
-    accumulateValues(warp, row, half_, p, o);
+#endif
+    if (ATTENTION_DIAG_NO_VALUES == 0) accumulateValues(warp, row, half_, p, o);
     barrier();  // every subgroup is done with the keys and values
     if (more) {
       storeKeys(staged);
