@@ -103,10 +103,25 @@ const uint STAGE_PER_INVOCATION = (STAGE_WORDS + WORKGROUP - 1u) / WORKGROUP;
 struct StagedKeys {
   vec4 k[STAGE_PER_INVOCATION][2], v[STAGE_PER_INVOCATION][2];
 };
+// ATTENTION_CLAMPED_LOADS: keys past `lastKey` load row `lastKey` instead of zeros (a written row, so finite:
+// their scores are masked and their values weighed by 0), so that every load is unconditional.
+#ifndef ATTENTION_CLAMPED_LOADS
+#define ATTENTION_CLAMPED_LOADS 0
+#endif
 void loadKeys(uint kvHead, uint key0, uint lastKey, out StagedKeys st) {
   [[unroll]] for (uint i = 0; i < STAGE_PER_INVOCATION; ++i) {
     uint w = gl_LocalInvocationIndex + i * WORKGROUP;
     uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u), key = key0 + r;
+#if ATTENTION_CLAMPED_LOADS
+    if (STAGE_WORDS % WORKGROUP == 0u || w < STAGE_WORDS) {
+      key = min(key, lastKey);
+      st.k[i][0] = loadCache(kvHead, key, 2u * c, false);
+      st.k[i][1] = loadCache(kvHead, key, 2u * c + 1u, false);
+      st.v[i][0] = loadCache(kvHead, key, 2u * c, true);
+      st.v[i][1] = loadCache(kvHead, key, 2u * c + 1u, true);
+    }
+    continue;
+#endif
     bool live = w < STAGE_WORDS && key <= lastKey;
     st.k[i][0] = live ? loadCache(kvHead, key, 2u * c, false) : vec4(0.0);
     st.k[i][1] = live ? loadCache(kvHead, key, 2u * c + 1u, false) : vec4(0.0);
