@@ -69,8 +69,8 @@ constexpr uint64_t kScratchPartialsOffset = 65536;
 // Vulkan allows, so that any device takes the offset (the arena's offsets keep the same alignment).
 constexpr uint64_t kScratchRangeAlignment = 256;
 
-// The last bytes of the counters' region, which no kernel counts in: a prefetch launch's sink, beside an
-// attention whose counters start at 0.
+// A prefetch launch's sink: the counters' region's last 16 bytes, past a decode attention's counters (which
+// start at 0). Its store never runs, so sharing them with a prefill split-K matmul's last counters is safe.
 constexpr uint64_t kScratchSinkBytes = 16;
 
 // Grid (T, columns, 1) of a prefill launch that codegen adds beside a dispatch's own (norm_rows_f16,
