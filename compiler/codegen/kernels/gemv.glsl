@@ -281,15 +281,19 @@ void rowBlock(uint group) {
   rowA = min(rows.x, partRows - 1u), rowB = min(rows.y, partRows - 1u);
 #endif
 
-  // GEMV_ADDEND_EARLY: what the sums get added at the end (the residual, or the q/k/v bias) is loaded before
-  // the weights, so that its trip to memory overlaps theirs instead of following the reduction (a launch's
-  // last pairs wait on it). 0: loaded where it is added.
-#if GEMV_ADDEND_EARLY && MODE_SINGLE && RESIDUAL
-  float addendA = 0.0, addendB = 0.0;
-  if (lane == 0u) addendA = load_residual(outRow + rowA), addendB = load_residual(outRow + rowB);
-#elif GEMV_ADDEND_EARLY && MODE_QKV
-  float addendA = 0.0, addendB = 0.0;
-  if (lane == 0u) addendA = biasOf(part, rowA), addendB = biasOf(part, rowB);
+  // What the pair's sums get added at the end: the residual, or the q/k/v bias. GEMV_ADDEND_EARLY loads it
+  // before the weights, so that its trip to memory overlaps theirs instead of following the reduction (a
+  // launch's last pairs wait on it); 0: where it is added.
+#if MODE_SINGLE && RESIDUAL
+#define ADDEND() vec2(load_residual(outRow + rowA), load_residual(outRow + rowB))
+#elif MODE_QKV
+#define ADDEND() vec2(biasOf(part, rowA), biasOf(part, rowB))
+#endif
+#if GEMV_ADDEND_EARLY && defined(ADDEND)
+  vec2 addend = vec2(0.0);
+  if (lane == 0u) addend = ADDEND();  // the only lane that adds it
+#undef ADDEND
+#define ADDEND() addend
 #endif
 #if GEMV_POSITION_EARLY
   stepPosition_ = state_.position;
@@ -328,10 +332,9 @@ void rowBlock(uint group) {
   float a = sums.x * scale, b = sums.y * scale;
 
 #if MODE_SINGLE
-#if RESIDUAL && GEMV_ADDEND_EARLY
-  a += addendA, b += addendB;
-#elif RESIDUAL
-  a += load_residual(outRow + rowA), b += load_residual(outRow + rowB);
+#if RESIDUAL
+  vec2 added = ADDEND();
+  a += added.x, b += added.y;
 #endif
   if (liveA) store_result(outRow + rowA, a);
   if (liveB) store_result(outRow + rowB, b);
@@ -344,11 +347,8 @@ void rowBlock(uint group) {
   b += load_bias_up(rowA);
   store_result(rowA, activation(a) * b);
 #else
-#if GEMV_ADDEND_EARLY
-  a += addendA, b += addendB;
-#else
-  a += biasOf(part, rowA), b += biasOf(part, rowB);
-#endif
+  vec2 added = ADDEND();
+  a += added.x, b += added.y;
 #if ROPE
   uint i = p % PAIRS_PER_HEAD;
   if (rotated && i < ROTARY_DIM / 2u) {
