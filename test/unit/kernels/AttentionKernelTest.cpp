@@ -374,6 +374,27 @@ TEST_F(DecodeAttentionKernelTest, EarlyValuesMatchTheReference) {
   check(cases[2], true);
 }
 
+// ATTENTION_FIRST_KEYS_EARLY: split 0 loads its first block's keys before it reads the position, up to the
+// cache's end; the keys past the position (NaN here) must stay masked. One block, several rounds and
+// splits, a sliding window (where it does not apply), a key a lane, both reduction paths, an f16 cache.
+TEST_F(DecodeAttentionKernelTest, FirstKeysEarlyMatchTheReference) {
+  defines_ = {{"ATTENTION_FIRST_KEYS_EARLY", "1"}};
+  const DecodeCase cases[] = {{{32, 8, 128, 400, 0.088, 0}, 20},
+                              {{14, 2, 64, 400, 0.125, 0}, 300},
+                              {{8, 8, 128, 1100, 0.088, 0}, 1000},
+                              {{4, 2, 64, 400, 0.125, 100}, 350}};
+  for (const DecodeCase &c : cases) {
+    check(c, true);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  check(cases[1], true, 0, 0, {}, 1);
+  ASSERT_FALSE(HasFatalFailure());
+  check(cases[1], false);
+  ASSERT_FALSE(HasFatalFailure());
+  halfCache_ = true;
+  check(cases[0], true);
+}
+
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
   // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.
   const AttentionCase cases[] = {
