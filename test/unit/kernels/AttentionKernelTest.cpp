@@ -8,6 +8,7 @@
 #include "test/unit/kernels/KernelTestBase.h"
 
 #include <cmath>
+#include <span>
 
 using namespace gerbil;
 using namespace gerbil::kerneltest;
@@ -244,6 +245,14 @@ protected:
     }
   }
 
+  // Every case with subgroup operations, up to the first that fails.
+  void checkEach(std::span<const DecodeCase> cases) {
+    for (const DecodeCase &c : cases) {
+      check(c, true);
+      if (HasFatalFailure()) return;
+    }
+  }
+
   // Variants of the kernel (gerbilc --kernel-define attention_decode:NAME=VALUE).
   std::vector<std::pair<std::string, std::string>> defines_;
 };
@@ -269,10 +278,8 @@ TEST_F(DecodeAttentionKernelTest, MatchesTheReference) {
       // 64 columns leave 8 splits: each warp walks several blocks (more than 8 · 256 positions).
       {{64, 64, 16, 2100, 0.25, 0}, 2099},
   };
-  for (const DecodeCase &c : cases) {
-    check(c, true);
-    ASSERT_FALSE(HasFatalFailure());
-  }
+  checkEach(cases);
+  ASSERT_FALSE(HasFatalFailure());
   // The reductions through shared memory alone (gerbilc --no-subgroup-ops).
   for (const DecodeCase &c : {cases[1], cases[3], cases[7], cases[12]}) {
     check(c, false);
@@ -347,52 +354,46 @@ TEST_F(DecodeAttentionKernelTest, HalfCacheMatchesTheReference) {
                               {{32, 8, 128, 400, 0.088, 0}, 300},
                               {{64, 64, 16, 2100, 0.25, 0}, 2099},
                               {{6, 2, 18, 400, 0.2, 0}, 45}};
-  for (const DecodeCase &c : cases) {
-    check(c, true);
-    ASSERT_FALSE(HasFatalFailure());
-  }
+  checkEach(cases);
+  ASSERT_FALSE(HasFatalFailure());
   check(cases[1], true, 0, 0, {}, 1);
   ASSERT_FALSE(HasFatalFailure());
   check(cases[0], false);
 }
 
+// The cases of the kernel's timing variants: one block, several rounds and splits (128 and 64 dims), many
+// splits, a sliding window.
+const DecodeCase kVariantCases[] = {{{32, 8, 128, 400, 0.088, 0}, 20},
+                                    {{32, 8, 128, 400, 0.088, 0}, 300},
+                                    {{14, 2, 64, 400, 0.125, 0}, 300},
+                                    {{8, 8, 128, 1100, 0.088, 0}, 1000},
+                                    {{4, 2, 64, 400, 0.125, 100}, 350}};
+
 // ATTENTION_EARLY_VALUES: heads of 128 dims (keys and values apart) issue the values' loads before the
-// block's softmax: one block, several rounds and splits, both reduction paths, an f16 cache.
+// block's softmax (64 dims load them with the keys either way); both reduction paths, an f16 cache.
 TEST_F(DecodeAttentionKernelTest, EarlyValuesMatchTheReference) {
   defines_ = {{"ATTENTION_EARLY_VALUES", "1"}};
-  const DecodeCase cases[] = {{{32, 8, 128, 400, 0.088, 0}, 20},
-                              {{32, 8, 128, 400, 0.088, 0}, 300},
-                              {{8, 8, 128, 1100, 0.088, 0}, 1000},
-                              {{4, 2, 64, 400, 0.125, 100}, 350}};
-  for (const DecodeCase &c : cases) {
-    check(c, true);
-    ASSERT_FALSE(HasFatalFailure());
-  }
-  check(cases[1], false);
+  checkEach(kVariantCases);
+  ASSERT_FALSE(HasFatalFailure());
+  check(kVariantCases[1], false);
   ASSERT_FALSE(HasFatalFailure());
   halfCache_ = true;
-  check(cases[2], true);
+  check(kVariantCases[3], true);
 }
 
 // ATTENTION_FIRST_KEYS_EARLY: split 0 loads its first block's keys before it reads the position, up to the
-// cache's end; the keys past the position (NaN here) must stay masked. One block, several rounds and
-// splits, a sliding window (where it does not apply), a key a lane, both reduction paths, an f16 cache.
+// cache's end; the keys past the position (NaN here) must stay masked (the window's case does not take it).
+// Also a key a lane, both reduction paths, an f16 cache.
 TEST_F(DecodeAttentionKernelTest, FirstKeysEarlyMatchTheReference) {
   defines_ = {{"ATTENTION_FIRST_KEYS_EARLY", "1"}};
-  const DecodeCase cases[] = {{{32, 8, 128, 400, 0.088, 0}, 20},
-                              {{14, 2, 64, 400, 0.125, 0}, 300},
-                              {{8, 8, 128, 1100, 0.088, 0}, 1000},
-                              {{4, 2, 64, 400, 0.125, 100}, 350}};
-  for (const DecodeCase &c : cases) {
-    check(c, true);
-    ASSERT_FALSE(HasFatalFailure());
-  }
-  check(cases[1], true, 0, 0, {}, 1);
+  checkEach(kVariantCases);
   ASSERT_FALSE(HasFatalFailure());
-  check(cases[1], false);
+  check(kVariantCases[2], true, 0, 0, {}, 1);
+  ASSERT_FALSE(HasFatalFailure());
+  check(kVariantCases[2], false);
   ASSERT_FALSE(HasFatalFailure());
   halfCache_ = true;
-  check(cases[0], true);
+  check(kVariantCases[0], true);
 }
 
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
