@@ -137,6 +137,21 @@ uint outputOfRow(uint row) {
 uvec3 part_;  // this workgroup's part (0 q, 1 k, 2 v), its tile within the part, the part's rows
 #endif
 
+// COOP_CLAMPED_LOADS (a variant to time, off): rows of tokens or outputs past the step's or the matrix's
+// load its last row instead of zeros (their results are never stored), and where K is a multiple of TILE_K
+// nothing else is checked: every staging load is unconditional, as the tensor-core attention's are since
+// 19adeb5 (its loads, issued under a per-lane condition, had cost it 12%: sweep cg). Columns past K must
+// still be zeros (they would add to the sums), so a K that TILE_K does not divide keeps that check.
+#ifndef COOP_CLAMPED_LOADS
+#define COOP_CLAMPED_LOADS 0
+#endif
+const bool CLAMPED_K = COOP_CLAMPED_LOADS != 0 && K % TILE_K == 0u;  // no column past K is ever staged
+// Row `row` of `rows` (at least 1) as loaded: clamped to the last where COOP_CLAMPED_LOADS, else as it is;
+// and whether the loaded row is one to load (always, clamped).
+uint loadedRow(uint row, uint rows) { return COOP_CLAMPED_LOADS != 0 ? min(row, rows - 1u) : row; }
+bool rowLive(uint row, uint rows) { return COOP_CLAMPED_LOADS != 0 || row < rows; }
+bool columnLive(uint k) { return CLAMPED_K || k < K; }
+
 void loadSlice(uint k0, out Staged st) {
 #if COOP_DIAG_NO_GLOBAL
   return;
@@ -144,8 +159,8 @@ void loadSlice(uint k0, out Staged st) {
   [[unroll]] for (uint i = 0; i < X_CHUNKS; ++i) {
     uint c = gl_LocalInvocationIndex + i * WORKGROUP;
     uint row = c / CHUNKS, k = k0 + (c % CHUNKS) * 8u;
-    uint t = tile_.y * TILE_T + row;
-    bool live = t < step_.tokens && k < K;
+    uint t = loadedRow(tile_.y * TILE_T + row, step_.tokens);
+    bool live = rowLive(t, step_.tokens) && columnLive(k);
 #if X_HALF
     st.x[i] = live ? x_v4[(t * K + k) / 8u] : uvec4(0u);
 #else
@@ -167,18 +182,18 @@ void loadSlice(uint k0, out Staged st) {
     uvec4 w = uvec4(0u);
 #if MODE_GATE_UP
     // A subgroup's rows all come from one matrix: 32 / CHUNKS rows divide a fragment's 16.
-    uint n = outputOfRow(row);
-    if (n < N && k < K) w = (row % WARP_N) / FRAG % 2u == 0u ? w_gate_v4[(n * K + k) / 8u] : w_up_v4[(n * K + k) / 8u];
+    uint n = loadedRow(outputOfRow(row), N);
+    if (rowLive(n, N) && columnLive(k)) w = (row % WARP_N) / FRAG % 2u == 0u ? w_gate_v4[(n * K + k) / 8u] : w_up_v4[(n * K + k) / 8u];
 #elif MODE_QKV
-    uint n = part_.y * TILE_N + row;
-    if (n < part_.z && k < K) {
+    uint n = loadedRow(part_.y * TILE_N + row, part_.z);
+    if (rowLive(n, part_.z) && columnLive(k)) {
       if (part_.x == 0u) w = w_q_v4[(n * K + k) / 8u];
       else if (part_.x == 1u) w = w_k_v4[(n * K + k) / 8u];
       else w = w_v_v4[(n * K + k) / 8u];
     }
 #else
-    uint n = tile_.x * TILE_N + row;
-    if (n < N && k < K) w = w_v4[(n * K + k) / 8u];
+    uint n = loadedRow(tile_.x * TILE_N + row, N);
+    if (rowLive(n, N) && columnLive(k)) w = w_v4[(n * K + k) / 8u];
 #endif
     st.w[i] = w;
   }

@@ -272,6 +272,28 @@ TEST_F(MatMulKernelTest, CooperativeMatrixResidualLoadedLateMatchesTheReference)
       }
 }
 
+// COOP_CLAMPED_LOADS (rows past the step's or the matrix's load its last row; no check where K is a multiple
+// of the slices): the same results over shapes that end inside a tile, K that the slices divide (256) and
+// do not (160: its last slice's columns past K stay zeros), with the norm's prologue and the residual, split
+// over K; the grouped projections below.
+TEST_F(MatMulKernelTest, CooperativeMatrixClampedLoadsMatchTheReference) {
+  const Shape shapes[] = {{65, 130, 160}, {130, 200, 256}, {7, 100, 72}};
+  for (const char *target : {"nvidia:128x128x64:4x4:1", "nvidia:128x128x64:2x4:1", "nvidia:64x64x32:2x2:2:4"})
+    for (const Shape &shape : shapes)
+      for (int variant : {0, 3}) {
+        MatMulSpec spec;
+        spec.variant = MatMulVariant::Coop;
+        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+        spec.weight = plan::DType::F16;
+        spec.norm = variant & 1;
+        spec.residual = variant & 2;
+        spec.eps = 1e-5;
+        check(spec, shape, {{"COOP_CLAMPED_LOADS", "1"}});
+        if (IsSkipped()) return;
+        ASSERT_FALSE(HasFatalFailure()) << target;
+      }
+}
+
 // matmul_coop_workgroup.glsl (whole tiles of f16 rows, plain projections) on devices with workgroup-scope
 // matrices; compiled both ways elsewhere.
 TEST_F(MatMulKernelTest, WorkgroupScopeMatchesTheReference) {
@@ -333,7 +355,9 @@ TEST_F(MatMulKernelTest, NormalizedRowsMatchTheReference) {
 // has either cooperative-matrix extension.
 class GroupedMatMulKernelTest : public MatMulKernelTest {
 protected:
-  void checkGrouped(MatMulSpec spec, uint32_t t) {
+  // `defines` added to the kernel's: a template's variants.
+  void checkGrouped(MatMulSpec spec, uint32_t t,
+                    const std::vector<std::pair<std::string, std::string>> &defines = {}) {
     const bool gateUp = spec.mode == MatMulMode::GateUp;
     const int64_t k = spec.k;
     const std::vector<int64_t> rows =
@@ -368,6 +392,7 @@ protected:
     };
 
     codegen::KernelSource source = codegen::matmulKernel(spec);
+    for (const auto &[name, value] : defines) codegen::setDefine(source, name, value);
     const std::vector<CooperativeWay> ways = compileCooperative(source, "grouped matmul test kernel");
     if (ways.empty())
       GTEST_SKIP() << ctx_->info().name << " runs no cooperative matrices (compiled and validated only)";
@@ -463,6 +488,33 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
     }
 }
 
+// COOP_CLAMPED_LOADS in the gate/up (rows of either matrix past N) and the q/k/v (parts past their rows,
+// split over K).
+TEST_F(GroupedMatMulKernelTest, CooperativeMatrixClampedLoads) {
+  for (const char *target : {"nvidia:128x128x64:2x4:1", "nvidia@qkv=128x128x64:4x4:1:2"}) {
+    const mlir::gerbil::TargetProfile profile = *mlir::gerbil::parseTarget(target);
+    MatMulSpec spec;
+    spec.variant = codegen::MatMulVariant::Coop;
+    spec.coopTiling = profile.coopTiling;
+    spec.weight = plan::DType::F16;
+    spec.halfInput = true;
+    spec.halfResult = true;
+    spec.eps = 1e-5;
+    spec.k = 256;
+    spec.mode = MatMulMode::GateUp;
+    spec.n = 150;
+    checkGrouped(spec, 70, {{"COOP_CLAMPED_LOADS", "1"}});
+    if (HasFatalFailure() || IsSkipped()) return;
+    spec.mode = MatMulMode::QKV;
+    if (profile.qkvTiling) spec.coopTiling = *profile.qkvTiling;
+    spec.halfResult = false;
+    spec.n = 192, spec.nK = 40, spec.nV = 64;
+    spec.biasA = spec.biasB = spec.biasC = true;
+    checkGrouped(spec, 37, {{"COOP_CLAMPED_LOADS", "1"}});
+    if (HasFatalFailure()) return;
+  }
+}
+
 TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
   // gerbil-kernel-bench's --define variants of the tensor-core loop (COOP_FRAGMENT_PIPELINE, which codegen
   // sets by the subgroup block and sweeps override; COOP_DIAG_*, diagnostics with wrong results) compile to
@@ -473,8 +525,8 @@ TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
                              "nvidia:128x128x64:4x4:1", "nvidia:128x128x64:2x4:1",
                              // sweep aq's candidates (bench/sweeps/2026-12-04-aq.txt)
                              "nvidia:128x128x64:4x2:1", "nvidia:128x128x80:2x4:1", "nvidia:128x256x48:2x4:1"})
-    for (const char *define :
-         {"COOP_FRAGMENT_PIPELINE", "COOP_DIAG_NO_FRAGMENT_LOADS", "COOP_DIAG_NO_GLOBAL"})
+    for (const char *define : {"COOP_FRAGMENT_PIPELINE", "COOP_DIAG_NO_FRAGMENT_LOADS", "COOP_DIAG_NO_GLOBAL",
+                               "COOP_CLAMPED_LOADS"})
       for (MatMulMode mode : {MatMulMode::Single, MatMulMode::GateUp, MatMulMode::QKV}) {
         MatMulSpec spec;
         spec.variant = MatMulVariant::Coop;
