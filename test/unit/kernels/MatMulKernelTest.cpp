@@ -25,6 +25,16 @@ struct Shape {
 
 class MatMulKernelTest : public KernelTestBase {
 protected:
+  // A tensor-core matmul on `target`'s tiling with f16 weights (what every tensor-core case sets).
+  static MatMulSpec coopSpec(const char *target) {
+    MatMulSpec spec;
+    spec.variant = MatMulVariant::Coop;
+    spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+    spec.weight = plan::DType::F16;
+    spec.eps = 1e-5;
+    return spec;
+  }
+
   // A matmul split over K binds its parts' scratch (garbage to start with) and zeroed counters: inserted at
   // `at`. Returns the launches to run: two where split, the second finding the counters the first left at 0.
   uint32_t insertSplitScratch(const MatMulSpec &spec, uint32_t tokens, std::vector<vk::Buffer> &buffers,
@@ -199,13 +209,9 @@ TEST_F(MatMulKernelTest, CooperativeMatrixSplitOverKMatchesTheReference) {
   for (const char *target : targets)
     for (const Shape &shape : shapes)
       for (int variant : {2, 3}) {
-        MatMulSpec spec;
-        spec.variant = MatMulVariant::Coop;
-        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-        spec.weight = plan::DType::F16;
+        MatMulSpec spec = coopSpec(target);
         spec.norm = variant & 1;
         spec.residual = true;
-        spec.eps = 1e-5;
         check(spec, shape);
         if (IsSkipped()) return;
         ASSERT_FALSE(HasFatalFailure()) << target;
@@ -261,10 +267,7 @@ TEST_F(MatMulKernelTest, CooperativeMatrixResidualLoadedLateMatchesTheReference)
   for (const char *target : {"nvidia:128x128x64:4x4:1", "nvidia:128x128x64:2x4:1"})
     for (const Shape &shape : shapes)
       for (const char *ahead : {"0", "1"}) {
-        MatMulSpec spec;
-        spec.variant = MatMulVariant::Coop;
-        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-        spec.weight = plan::DType::F16;
+        MatMulSpec spec = coopSpec(target);
         spec.residual = true;
         check(spec, shape, {{"COOP_RESIDUAL_AHEAD", ahead}});
         if (IsSkipped()) return;
@@ -281,13 +284,9 @@ TEST_F(MatMulKernelTest, CooperativeMatrixClampedLoadsMatchTheReference) {
   for (const char *target : {"nvidia:128x128x64:4x4:1", "nvidia:128x128x64:2x4:1", "nvidia:64x64x32:2x2:2:4"})
     for (const Shape &shape : shapes)
       for (int variant : {0, 3}) {
-        MatMulSpec spec;
-        spec.variant = MatMulVariant::Coop;
-        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-        spec.weight = plan::DType::F16;
+        MatMulSpec spec = coopSpec(target);
         spec.norm = variant & 1;
         spec.residual = variant & 2;
-        spec.eps = 1e-5;
         check(spec, shape, {{"COOP_CLAMPED_LOADS", "1"}});
         if (IsSkipped()) return;
         ASSERT_FALSE(HasFatalFailure()) << target;
