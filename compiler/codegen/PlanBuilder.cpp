@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AffineExpr.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <map>
@@ -662,8 +663,7 @@ private:
                            label + ".norm", nullptr));
     }
     const SplitKScratch split = splitKScratch(spec, maxTokens_);
-    const uint64_t splitOffset =
-        (rowsBytes + kScratchRangeAlignment - 1) / kScratchRangeAlignment * kScratchRangeAlignment;
+    const uint64_t splitOffset = llvm::alignTo(rowsBytes, kScratchRangeAlignment);
     k.scratchCounterBytes = split.counterBytes;
     for (const KernelBinding &b : k.source.bindings) {
       if (b.name == "x" && norm) { // the norm launch's f16 rows

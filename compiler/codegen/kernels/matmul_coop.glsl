@@ -299,9 +299,11 @@ void writeOutput(uint t, uint n, float v) {
     store_result_v(t * N_V + n, v + load_bias_v(n));
 }
 #elif !MODE_GATE_UP
-// One output of a plain projection, plus the residual; none outside the step's tokens or the N outputs.
+// Whether (t, n) is an output of a plain projection: within the step's tokens and the N outputs.
+bool isOutput(uint t, uint n) { return t < step_.tokens && n < N; }
+// One output of a plain projection, plus the residual; none outside the outputs.
 void writeOutput(uint t, uint n, float v) {
-  if (t >= step_.tokens || n >= N) return;
+  if (!isOutput(t, n)) return;
 #if RESIDUAL
   v += load_residual(t * N + n);
 #endif
@@ -321,7 +323,7 @@ const uint PER_LANE = FRAG * FRAG / SUBGROUP;  // the elements of a fragment eac
 void residualOf(uint t0, uint n0, uint lane, out float r[PER_LANE]) {
   [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
     uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
-    r[m] = t < step_.tokens && n < N ? load_residual(t * N + n) : 0.0;
+    r[m] = isOutput(t, n) ? load_residual(t * N + n) : 0.0;
   }
 }
 #endif
@@ -502,7 +504,7 @@ void main() {
       [[unroll]] for (uint m = 0; m < PER_LANE; ++m) {
         uint e = lane + m * SUBGROUP, t = t0 + e / FRAG, n = n0 + e % FRAG;
 #if RESIDUAL_AHEAD
-        if (t < step_.tokens && n < N) store_result(t * N + n, epilogue(fragment + e) + residual[m]);
+        if (isOutput(t, n)) store_result(t * N + n, epilogue(fragment + e) + residual[m]);
 #else
         writeOutput(t, n, epilogue(fragment + e));
 #endif
