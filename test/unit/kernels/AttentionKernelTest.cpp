@@ -210,7 +210,7 @@ protected:
     if (halfCache_) {
       ASSERT_EQ(codegen::holdCacheInHalf(kernel.source), 2);
     }
-    for (const auto &[name, value] : defines_) codegen::setDefine(kernel.source, name, value);
+    setDefines(kernel.source, defines_);
     ASSERT_LE(kernel.source.sharedMemoryBytes, ctx_->info().maxSharedMemoryBytes);
     std::vector<uint32_t> spirv =
         compiler_.compile(codegen::writeKernel(kernel.source), "decode attention test kernel");
@@ -254,7 +254,7 @@ protected:
   }
 
   // Variants of the kernel (gerbilc --kernel-define attention_decode:NAME=VALUE).
-  std::vector<std::pair<std::string, std::string>> defines_;
+  KernelDefines defines_;
 };
 
 TEST_F(DecodeAttentionKernelTest, MatchesTheReference) {

@@ -13,8 +13,7 @@ namespace {
 // type, with and without the norm prologue and the residual, with subgroup operations and without.
 class GemvKernelTest : public KernelTestBase {
 protected:
-  void checkGemv(codegen::GemvSpec spec,
-                 const std::vector<std::pair<std::string, std::string>> &defines = {}) {
+  void checkGemv(codegen::GemvSpec spec, const KernelDefines &defines = {}) {
     const int64_t n = spec.n, k = spec.k;
     std::mt19937 rng(static_cast<uint32_t>(n * 104729 + k + spec.norm * 7 + spec.residual * 13));
     std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
@@ -33,7 +32,7 @@ protected:
     }
 
     codegen::KernelSource source = codegen::gemvKernel(spec);
-    for (const auto &[name, value] : defines) codegen::setDefine(source, name, value);
+    setDefines(source, defines);
     std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "gemv test kernel");
     std::vector<vk::Buffer> buffers =
         linearBuffers(x, packWeights(w, spec.weight), spec.norm && spec.normWeighted ? &g : nullptr,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "compiler/codegen/CooperativeMatrixKHR.h"
+#include "compiler/codegen/KernelWriter.h"
 #include "compiler/codegen/ShaderCompiler.h"
 #include "gerbil/Passes/TargetProfile.h"
 #include "runtime/plan/Plan.h"
@@ -84,6 +85,12 @@ inline std::vector<_Float16> normalizedHalfRows(const std::vector<float> &x, con
       rows[row * k + i] = static_cast<_Float16>(static_cast<float>(x[row * k + i] * scale * g[i]));
   }
   return rows;
+}
+
+// A template's variants (gerbilc --kernel-define NAME=VALUE), set on a kernel over codegen's own defines.
+using KernelDefines = std::vector<std::pair<std::string, std::string>>;
+inline void setDefines(codegen::KernelSource &kernel, const KernelDefines &defines) {
+  for (const auto &[name, value] : defines) codegen::setDefine(kernel, name, value);
 }
 
 // The device, the shader compiler and the plumbing every kernel test shares: buffers in, one launch, results

@@ -50,8 +50,7 @@ protected:
 
   // Runs the kernel of `spec` (with `defines` added: a template's variants) on random inputs and compares
   // every output with the reference.
-  void check(MatMulSpec spec, const Shape &shape,
-             const std::vector<std::pair<std::string, std::string>> &defines = {}) {
+  void check(MatMulSpec spec, const Shape &shape, const KernelDefines &defines = {}) {
     spec.k = shape.k;
     spec.n = shape.n;
     const uint32_t t = shape.tokens;
@@ -86,7 +85,7 @@ protected:
     }
 
     codegen::KernelSource source = codegen::matmulKernel(spec);
-    source.defines.insert(source.defines.end(), defines.begin(), defines.end());
+    setDefines(source, defines);
     std::vector<CooperativeWay> ways =
         spec.variant == MatMulVariant::Coop
             ? compileCooperative(source, "matmul test kernel")
@@ -355,8 +354,7 @@ TEST_F(MatMulKernelTest, NormalizedRowsMatchTheReference) {
 class GroupedMatMulKernelTest : public MatMulKernelTest {
 protected:
   // `defines` added to the kernel's: a template's variants.
-  void checkGrouped(MatMulSpec spec, uint32_t t,
-                    const std::vector<std::pair<std::string, std::string>> &defines = {}) {
+  void checkGrouped(MatMulSpec spec, uint32_t t, const KernelDefines &defines = {}) {
     const bool gateUp = spec.mode == MatMulMode::GateUp;
     const int64_t k = spec.k;
     const std::vector<int64_t> rows =
@@ -391,7 +389,7 @@ protected:
     };
 
     codegen::KernelSource source = codegen::matmulKernel(spec);
-    for (const auto &[name, value] : defines) codegen::setDefine(source, name, value);
+    setDefines(source, defines);
     const std::vector<CooperativeWay> ways = compileCooperative(source, "grouped matmul test kernel");
     if (ways.empty())
       GTEST_SKIP() << ctx_->info().name << " runs no cooperative matrices (compiled and validated only)";
@@ -492,13 +490,9 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
 TEST_F(GroupedMatMulKernelTest, CooperativeMatrixClampedLoads) {
   for (const char *target : {"nvidia:128x128x64:2x4:1", "nvidia@qkv=128x128x64:4x4:1:2"}) {
     const mlir::gerbil::TargetProfile profile = *mlir::gerbil::parseTarget(target);
-    MatMulSpec spec;
-    spec.variant = codegen::MatMulVariant::Coop;
-    spec.coopTiling = profile.coopTiling;
-    spec.weight = plan::DType::F16;
+    MatMulSpec spec = coopSpec(target);
     spec.halfInput = true;
     spec.halfResult = true;
-    spec.eps = 1e-5;
     spec.k = 256;
     spec.mode = MatMulMode::GateUp;
     spec.n = 150;
@@ -538,10 +532,7 @@ TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
         spec.halfInput = mode != MatMulMode::Single;
         codegen::KernelSource source = codegen::matmulKernel(spec);
         // Replacing codegen's value where it sets one (COOP_FRAGMENT_PIPELINE), as gerbil-kernel-bench does.
-        auto same = [&](const auto &d) { return d.first == define; };
-        source.defines.erase(std::remove_if(source.defines.begin(), source.defines.end(), same),
-                             source.defines.end());
-        source.defines.emplace_back(define, "1");
+        codegen::setDefine(source, define, "1");
         for (const CooperativeWay &way : compileBothWays(compiler, source, define))
           EXPECT_FALSE(way.spirv.empty()) << target << " " << define << " " << way.name;
       }
