@@ -82,6 +82,13 @@ AffineMap perTokenGrid(MLIRContext *ctx, int64_t columns) {
       ctx);
 }
 
+// A grid that does not grow with T (a kernel's own, tighter than its dispatch's; a prefetch launch's).
+AffineMap constantGrid(MLIRContext *ctx, const std::array<int64_t, 3> &counts) {
+  SmallVector<AffineExpr, 3> dims;
+  for (int64_t count : counts) dims.push_back(getAffineConstantExpr(count, ctx));
+  return AffineMap::get(0, 1, dims, ctx);
+}
+
 // A kernel must have the workgroup size that dispatch formation gave its dispatch (`what`, named with its
 // location), whose grid counts workgroups of that size.
 void requireFormedWorkgroup(const KernelSource &kernel, ArrayRef<int64_t> formed, const std::string &what) {
@@ -983,12 +990,8 @@ private:
     k.source = std::move(launch.source);
     k.origins = {{BindingSource::ScratchSink, 0}};
     k.origins.insert(k.origins.end(), prefetched.begin(), prefetched.end());
-    MLIRContext *ctx = dispatch.getContext();
-    AffineMap grid = AffineMap::get(0, 1,
-                                    {getAffineConstantExpr(launch.workers, ctx),
-                                     getAffineConstantExpr(1, ctx), getAffineConstantExpr(1, ctx)},
-                                    ctx);
-    return finish(dispatch, k, grid, "prefetch", label + ".prefetch", nullptr);
+    return finish(dispatch, k, constantGrid(dispatch.getContext(), {launch.workers, 1, 1}), "prefetch",
+                  label + ".prefetch", nullptr);
   }
 
   // Split-KV attention of one query token (attention_decode.glsl), with its scratch: a counter per
@@ -1053,11 +1056,7 @@ private:
     std::optional<gd::KernelChoice> own =
         holdsOneOp(dispatch) ? std::nullopt : gd::chooseKernel(op, *profile_);
     AffineMap grid = own ? own->grid : decode ? *dispatch.getDecodeGrid() : dispatch.getGrid();
-    if (k.grid) {
-      SmallVector<AffineExpr, 3> dims;
-      for (uint32_t count : *k.grid) dims.push_back(getAffineConstantExpr(count, dispatch.getContext()));
-      grid = AffineMap::get(0, 1, dims, dispatch.getContext());
-    }
+    if (k.grid) grid = constantGrid(dispatch.getContext(), {(*k.grid)[0], (*k.grid)[1], (*k.grid)[2]});
     std::string family = own ? own->kernel : dispatch.getKernel().str();
     // A decode variant is not a tensor-core kernel: name it by its family (linear, attention).
     if (decode) family = withoutCoopSuffix(family);
