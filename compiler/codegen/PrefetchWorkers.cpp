@@ -56,8 +56,9 @@ PrefetchLaunch prefetchLaunch(const std::vector<PrefetchRange> &prefetch) {
   PrefetchLaunch launch;
   KernelSource &k = launch.source;
   k.templateFile = "prefetch_launch.glsl";
-  // 256 invocations of 16 loads in flight each (64 KiB a workgroup, ~70 registers): several workgroups a
-  // multiprocessor, where the attention's own prefetch workers held one each.
+  // 256 invocations of 16 loads in flight each (64 KiB a workgroup; the loads hold 64 registers, the driver's
+  // count not measured): several workgroups a multiprocessor, where the attention's own prefetch workers held
+  // one each.
   k.workgroup = {256, 1, 1};
   k.bindings = {{"sink", Access::Write, plan::DType::F32}};
   launch.workers = addPrefetchWorkers(k, prefetch, "store_sink(0u, value)", "prefetch launch");
