@@ -84,25 +84,27 @@ shared uvec4 vTile_[KV_TILE * ROW_WORDS];
 shared float sTile_[WARPS][FRAG * S_STRIDE];  // one subgroup's scores, row-major
 shared uvec4 pTile_[WARPS][FRAG * P_WORDS];   // its probabilities, f16
 
-// Dims 4 · d4.. of a cached key or value.
-vec4 loadCache(uint kvHead, uint key, uint d4, bool values) {
-  uint at = ((kvHead * SEQ + key) * HEAD_DIM) / 4u + d4;
-#if CACHE_HALF
-  uvec2 w = values ? v_cache_v4[at] : k_cache_v4[at];
-  return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-#else
-  return values ? v_cache_v4[at] : k_cache_v4[at];
-#endif
-}
-
 // Keys [key0, key0 + KV_TILE) of kv head `kvHead` and their values are staged in two halves: every load of
 // the tile into registers, issued together (and before the previous tile's products, so that the latency
-// hides behind them), then the stores into the shared tiles.
+// hides behind them), then the stores into the shared tiles. An f16 cache is staged as it is stored, 8
+// halves a 16-byte word, without conversion: unpacked at its load (as it was), each load was waited on there.
 const uint STAGE_WORDS = KV_TILE * HEAD_DIM / 8u;
 const uint STAGE_PER_INVOCATION = (STAGE_WORDS + WORKGROUP - 1u) / WORKGROUP;
+#if CACHE_HALF
+#define CacheWord uvec2  // 4 halves: the f16 cache's 16-byte view holds 8 bytes an element
+#define stagedWord(a, b) uvec4(a, b)
+#else
+#define CacheWord vec4
+#define stagedWord(a, b) packHalf8(a, b)
+#endif
 struct StagedKeys {
-  vec4 k[STAGE_PER_INVOCATION][2], v[STAGE_PER_INVOCATION][2];
+  CacheWord k[STAGE_PER_INVOCATION][2], v[STAGE_PER_INVOCATION][2];
 };
+// Dims 4 · d4.. of a cached key or value, as the cache holds them.
+CacheWord loadCache(uint kvHead, uint key, uint d4, bool values) {
+  uint at = ((kvHead * SEQ + key) * HEAD_DIM) / 4u + d4;
+  return values ? v_cache_v4[at] : k_cache_v4[at];
+}
 // Keys past `lastKey` load row `lastKey` (a row this step or an earlier one wrote, so finite: their scores
 // are masked and their values weighed by 0) instead of zeros, so that every load is unconditional and the
 // compiler issues them together: sweep cg (H100, 512-token steps) took the 8B's attention from 40.9 to 36.2
@@ -123,8 +125,8 @@ void storeKeys(StagedKeys st) {
     uint w = gl_LocalInvocationIndex + i * WORKGROUP;
     if (w >= STAGE_WORDS) break;
     uint r = w / (HEAD_DIM / 8u), c = w % (HEAD_DIM / 8u);
-    kTile_[r * ROW_WORDS + c] = packHalf8(st.k[i][0], st.k[i][1]);
-    vTile_[r * ROW_WORDS + c] = packHalf8(st.v[i][0], st.v[i][1]);
+    kTile_[r * ROW_WORDS + c] = stagedWord(st.k[i][0], st.k[i][1]);
+    vTile_[r * ROW_WORDS + c] = stagedWord(st.v[i][0], st.v[i][1]);
   }
 }
 // This subgroup's scores against the staged keys, into sTile_[warp] (row = query, column = key).
