@@ -137,15 +137,16 @@ uint outputOfRow(uint row) {
 uvec3 part_;  // this workgroup's part (0 q, 1 k, 2 v), its tile within the part, the part's rows
 #endif
 
-// COOP_CLAMPED_LOADS (a variant to time, off): rows of tokens or outputs past the step's or the matrix's
-// load its last row instead of zeros (their results are never stored), and where K is a multiple of TILE_K
-// nothing else is checked: every staging load is unconditional, as the tensor-core attention's are since
-// 19adeb5 (its loads, issued under a per-lane condition, had cost it 12%: sweep cg). Columns past K must
-// still be zeros (they would add to the sums), so a K that TILE_K does not divide keeps that check.
+// COOP_CLAMPED_LOADS (codegen sets it where it measured faster: MatMulKernel.cpp): rows of tokens or outputs
+// past the step's or the matrix's load its last row instead of zeros (their results are never stored), and
+// where every workgroup's slices lie within K nothing else is checked: every staging load is unconditional,
+// as the tensor-core attention's are since 19adeb5 (its loads, issued under a per-lane condition, had cost
+// it 12%: sweep cg). Columns past K must still be zeros (they would add to the sums), so a K that TILE_K
+// does not divide, or whose slices SPLIT_K does not (a last split's slices past K), keeps that check.
 #ifndef COOP_CLAMPED_LOADS
 #define COOP_CLAMPED_LOADS 0
 #endif
-const bool CLAMPED_K = COOP_CLAMPED_LOADS != 0 && K % TILE_K == 0u;  // no column past K is ever staged
+const bool CLAMPED_K = COOP_CLAMPED_LOADS != 0 && K % TILE_K == 0u && (K / TILE_K) % SPLIT_K == 0u;
 // Row `row` of `rows` (at least 1) as loaded: clamped to the last where COOP_CLAMPED_LOADS, else as it is;
 // and whether the loaded row is one to load (always, clamped).
 uint loadedRow(uint row, uint rows) { return COOP_CLAMPED_LOADS != 0 ? min(row, rows - 1u) : row; }

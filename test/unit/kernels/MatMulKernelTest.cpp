@@ -508,6 +508,32 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixClampedLoads) {
   }
 }
 
+// Codegen's COOP_CLAMPED_LOADS rule (MatMulKernel.cpp): every gate/up, plain and q/k/v matmuls on 128 x 128
+// tiles split at most in 2; not 64 x 64 tiles nor a split in 4 (both measured slower).
+TEST(MatMulKernelSpec, ClampedLoadsWhereTheyMeasuredFaster) {
+  auto clamped = [](const char *target, MatMulMode mode) {
+    MatMulSpec spec;
+    spec.variant = MatMulVariant::Coop;
+    spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+    spec.weight = plan::DType::F16;
+    spec.mode = mode;
+    spec.k = spec.n = 256;
+    spec.nK = spec.nV = 64;
+    spec.halfInput = mode != MatMulMode::Single;
+    for (const auto &[name, value] : codegen::matmulKernel(spec).defines)
+      if (name == "COOP_CLAMPED_LOADS") return value;
+    return std::string("unset");
+  };
+  EXPECT_EQ(clamped("nvidia:128x128x64:2x4:1", MatMulMode::GateUp), "1");
+  EXPECT_EQ(clamped("nvidia:64x64x64:2x2:1", MatMulMode::GateUp), "1");
+  EXPECT_EQ(clamped("nvidia:128x128x64:4x4:1", MatMulMode::Single), "1");
+  EXPECT_EQ(clamped("nvidia:128x128x64:4x4:1:2", MatMulMode::Single), "1");
+  EXPECT_EQ(clamped("nvidia:128x128x64:4x4:1:2", MatMulMode::QKV), "1");
+  EXPECT_EQ(clamped("nvidia:128x128x64:4x4:1:4", MatMulMode::Single), "0");
+  EXPECT_EQ(clamped("nvidia:64x64x64:2x2:1", MatMulMode::Single), "0");
+  EXPECT_EQ(clamped("nvidia:64x64x64:2x2:1", MatMulMode::QKV), "0");
+}
+
 TEST(MatMulKernelSpec, TensorCoreTimingVariantsCompile) {
   // gerbil-kernel-bench's --define variants of the tensor-core loop (COOP_FRAGMENT_PIPELINE, which codegen
   // sets by the subgroup block and sweeps override; COOP_DIAG_*, diagnostics with wrong results) compile to
