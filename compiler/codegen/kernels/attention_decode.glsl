@@ -95,13 +95,6 @@ const uint STAGE_VECS = KEY_GROUP_VECS > QH * DIM_VECS ? KEY_GROUP_VECS : QH * D
 #ifndef ATTENTION_EARLY_VALUES
 #define ATTENTION_EARLY_VALUES 0
 #endif
-// ATTENTION_FIRST_KEYS_EARLY (a variant to time, off): without a sliding window split 0 starts at key 0
-// whatever the position, so its first block's keys are loaded before the step's position is read (keys up
-// to the cache's end; those past the position are masked as before), instead of after it: two trips to
-// memory in a row become one.
-#ifndef ATTENTION_FIRST_KEYS_EARLY
-#define ATTENTION_FIRST_KEYS_EARLY 0
-#endif
 #define DIAG_EXIT(n, value)                                                             \
   if (ATTENTION_DIAG_EXIT == n) {                                                       \
     if (gl_LocalInvocationID.x == 0u) store_result(gl_WorkGroupID.x * HEAD_DIM, value); \
@@ -302,7 +295,6 @@ void main() {
   uint warp = place / LANES, lane = place % LANES;
   uint kvHead = x / HEAD_GROUPS, head0 = kvHead * GROUP + (x % HEAD_GROUPS) * QH;
   uint rows = kvHead * SEQ;
-  const bool firstKeysEarly = ATTENTION_FIRST_KEYS_EARLY != 0 && WINDOW == 0u && split == 0u;
 #if SCORE_LANES > 1
   const uint slot = keySlot(lane);
   CacheVec k[SG][SG_VECS];
@@ -310,7 +302,6 @@ void main() {
   const uint slot = lane;
   CacheVec k[K_BATCH];
 #endif
-  if (firstKeysEarly) loadFirstKeys(k, rows, warp * LANES, SEQ, lane);
   uint position = state_.position;
   uint first = (WINDOW > 0u && position + 1u > WINDOW) ? position + 1u - WINDOW : 0u;
   uint len = position + 1u - first;
@@ -321,7 +312,7 @@ void main() {
   uint rounds = (end - begin + WARPS * LANES - 1u) / (WARPS * LANES);
   uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
   uint block = begin + warp * LANES;  // this warp's block in the current round
-  if (!firstKeysEarly) loadFirstKeys(k, rows, block, end, lane);  // in flight with the queries' loads
+  loadFirstKeys(k, rows, block, end, lane);  // in flight with the queries' loads
 
   [[unroll]] for (uint j = 0; j < (QH * DIM_VECS + WORKGROUP - 1u) / WORKGROUP; ++j) {
     uint i = tid + j * WORKGROUP;

@@ -381,21 +381,6 @@ TEST_F(DecodeAttentionKernelTest, EarlyValuesMatchTheReference) {
   check(kVariantCases[3], true);
 }
 
-// ATTENTION_FIRST_KEYS_EARLY: split 0 loads its first block's keys before it reads the position, up to the
-// cache's end; the keys past the position (NaN here) must stay masked (the window's case does not take it).
-// Also a key a lane, both reduction paths, an f16 cache.
-TEST_F(DecodeAttentionKernelTest, FirstKeysEarlyMatchTheReference) {
-  defines_ = {{"ATTENTION_FIRST_KEYS_EARLY", "1"}};
-  checkEach(kVariantCases);
-  ASSERT_FALSE(HasFatalFailure());
-  check(kVariantCases[2], true, 0, 0, {}, 1);
-  ASSERT_FALSE(HasFatalFailure());
-  check(kVariantCases[2], false);
-  ASSERT_FALSE(HasFatalFailure());
-  halfCache_ = true;
-  check(kVariantCases[0], true);
-}
-
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
   // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.
   const AttentionCase cases[] = {
