@@ -15,7 +15,7 @@ struct CompileOptions {
   std::string outputPath;          // the plan (or "-" for stdout with --emit=mlir*)
   std::string emit = "plan";       // plan | mlir | mlir-opt | glsl
   std::string weightDtype = "f32"; // f32 | f16
-  std::string kvDtype = "f32";     // what the KV cache holds: f32 | f16
+  std::string kvDtype = "auto";    // what the KV cache holds: f32 | f16 | auto (kvCacheDtype)
   std::string target = "generic";  // a target profile, or auto
   std::string archSpecDir;         // extra specs, searched before the built-in ones
   int64_t maxSequence = 0;         // 0: min(max_position_embeddings, 2048)
@@ -59,6 +59,11 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
 // chooseTarget (TargetChoice.h) of the device gerbil-exec would pick, with a note on `err`; generic without
 // any device.
 std::string autoTarget(std::ostream &err);
+
+// What the KV cache holds for --kv-dtype `requested` (f32, f16 or auto) on a resolved target: auto is f16
+// where the tensor-core prefill attention runs (f16 weights, a cooperative-matrix target), else f32.
+std::string kvCacheDtype(const std::string &requested, const std::string &target,
+                         const std::string &weightDtype);
 
 // Prints the architecture registry.
 int listArchitectures(const std::string &archSpecDir, std::ostream &out, std::ostream &err);

@@ -21,8 +21,9 @@ int main(int argc, char **argv) {
   app.add_option("--dtype", options.weightDtype, "Device dtype of the weight matrices")
       ->check(CLI::IsMember({"f32", "f16"}));
   app.add_option("--kv-dtype", options.kvDtype,
-                 "What the KV cache holds: f32, or f16 (half the memory; attention computes in f32)")
-      ->check(CLI::IsMember({"f32", "f16"}));
+                 "What the KV cache holds: f32, f16 (half the memory; attention computes in f32), or auto "
+                 "(the default: f16 with --dtype f16 on a tensor-core target such as nvidia, else f32)")
+      ->check(CLI::IsMember({"f32", "f16", "auto"}));
   app.add_option(
       "--kernel-define", options.kernelDefines,
       "Developers: a #define for the kernels of a family, [FAMILY:]NAME[=VALUE] (FAMILY: a template's "
