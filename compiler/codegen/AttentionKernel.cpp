@@ -29,7 +29,15 @@ int64_t keySplits(const AttentionSpec &spec) {
 
 KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   namespace gd = mlir::gerbil;
-  const int64_t keyTile = spec.keyTile > 0 ? spec.keyTile : gd::kCoopAttentionKeyTile;
+  const int64_t splits = keySplits(spec);
+  // A workgroup takes 16 queries of the heads that share a kv head (one a subgroup) where they are as many
+  // as its subgroups and the keys are not split: the keys and values are loaded once for them all. H100
+  // (sweep bo, 512-token step): Llama-3-8B's attention 62.6 -> 49.0 µs (in the model 66.6 -> 51.5, prefill
+  // 36.67 -> 36.13 ms), Llama-3.2-1B's 39.9 -> 39.4 (prefill 6.61 -> 6.52).
+  const bool sharedKeys =
+      spec.heads % spec.kvHeads == 0 && spec.heads / spec.kvHeads == gd::kCoopAttentionWarps && splits == 1;
+  const int64_t keyTile =
+      spec.keyTile > 0 ? spec.keyTile : gd::coopAttentionKeyTile(spec.headDim, sharedKeys);
   if (!gd::fitsCoopAttention(spec.headDim, keyTile))
     throw CodegenError("tensor-core attention cannot take head_dim " + std::to_string(spec.headDim) +
                        " with key tiles of " + std::to_string(keyTile) +
@@ -41,14 +49,7 @@ KernelSource coopAttentionKernel(const AttentionSpec &spec) {
   };
   defineAttention(k, spec);
   define("KV_TILE", uintValue(keyTile));
-  const int64_t splits = keySplits(spec);
   define("KEY_SPLITS", std::to_string(splits)); // plain: #if reads it
-  // A workgroup takes 16 queries of the heads that share a kv head (one a subgroup) where they are as many
-  // as its subgroups and the keys are not split: the keys and values are loaded once for them all. H100
-  // (sweep bo, 512-token step): Llama-3-8B's attention 62.6 -> 49.0 µs (in the model 66.6 -> 51.5, prefill
-  // 36.67 -> 36.13 ms), Llama-3.2-1B's 39.9 -> 39.4 (prefill 6.61 -> 6.52).
-  const bool sharedKeys =
-      spec.heads % spec.kvHeads == 0 && spec.heads / spec.kvHeads == gd::kCoopAttentionWarps && splits == 1;
   define("ATTENTION_SHARED_KEYS", sharedKeys ? "1" : "0");
   define("RESULT_HALF", spec.halfResult ? "1" : "0");
   k.templateFile = "attention_prefill_coop.glsl";

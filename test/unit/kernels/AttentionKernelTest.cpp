@@ -569,6 +569,24 @@ TEST(AttentionKernelSpec, TensorCoresTakeHeadDimsThatFit) {
   EXPECT_THROW(codegen::attentionKernel(spec, true), codegen::CodegenError);
 }
 
+// 64-key tiles where the subgroups share a kv head's keys and the tiles fit; 32 elsewhere (and as asked).
+TEST(AttentionKernelSpec, TensorCoreKeyTileBySharedKeys) {
+  EXPECT_EQ(mlir::gerbil::coopAttentionKeyTile(64, true), 64);
+  EXPECT_EQ(mlir::gerbil::coopAttentionKeyTile(64, false), 32);
+  EXPECT_EQ(mlir::gerbil::coopAttentionKeyTile(128, true), 32); // 64 keys of 128 dims do not fit 48 KiB
+  auto keyTile = [](const codegen::AttentionSpec &spec) {
+    for (const auto &[name, value] : codegen::attentionKernel(spec, true).defines)
+      if (name == "KV_TILE") return value;
+    return std::string("unset");
+  };
+  codegen::AttentionSpec spec{32, 8, 64, 256, 0.125, 0}; // Llama-3.2-1B: 4 heads a kv head, shared
+  EXPECT_EQ(keyTile(spec), "64u");
+  spec.keyTile = 32;
+  EXPECT_EQ(keyTile(spec), "32u");
+  codegen::AttentionSpec unshared{14, 2, 64, 256, 0.125, 0}; // Qwen2.5-0.5B: 7 heads a kv head
+  EXPECT_EQ(keyTile(unshared), "32u");
+}
+
 // fitsCoopAttention decides from coopAttentionSharedBytes whether a shape fits 48 KiB before any kernel is
 // compiled: the count must be the compiled kernel's (the score tile's padding included).
 TEST(AttentionKernelSpec, TensorCoreSharedMemoryIsCountedAhead) {
