@@ -111,7 +111,9 @@ std::string kvCacheDtype(const std::string &requested, const std::string &target
   // The tensor-core prefill attention (f16 weights on a cooperative-matrix target) stages an f16 cache as
   // it is stored, which made it faster than on f32 (sweep ch, H100: the 8B's 36.4 -> 31.0 µs alone, prefill
   // 34.61 -> 34.29 ms; decode level); half the memory, and the fixtures' greedy tokens the same. Elsewhere
-  // the f32 cache stays: no measurement says f16 is faster there.
+  // the f32 cache stays: no measurement says f16 is faster there. A model whose head dim the tensor-core
+  // attention does not fit (fitsCoopAttention) still gets f16 there: half the memory, and the decode
+  // attention reads half the bytes, but its prefill attention's speed on it is not measured.
   const std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(target);
   return profile && profile->cooperativeMatrix && weightDtype == "f16" ? "f16" : "f32";
 }

@@ -61,7 +61,8 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
 std::string autoTarget(std::ostream &err);
 
 // What the KV cache holds for --kv-dtype `requested` (f32, f16 or auto) on a resolved target: auto is f16
-// where the tensor-core prefill attention runs (f16 weights, a cooperative-matrix target), else f32.
+// with f16 weights on a cooperative-matrix target (where the tensor-core prefill attention runs, for head
+// dims it fits), else f32.
 std::string kvCacheDtype(const std::string &requested, const std::string &target,
                          const std::string &weightDtype);
 
