@@ -144,8 +144,8 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     for (const auto &p : mlir::gerbil::targetProfiles()) names += p.name + ", ";
     err << "gerbilc: error: unknown --target '" << target << "' (available: " << names
         << "auto; a cooperative-matrix profile may add its tiling, e.g. nvidia:128x128x32:2x4, or its "
-           "gate/up or q/k/v projections', e.g. nvidia@gate-up=128x192x64:4x2 or "
-           "nvidia@qkv=128x128x64:4x4:1:2)\n";
+           "gate/up, q/k/v or wide plain projections', e.g. nvidia@gate-up=128x192x64:4x2, "
+           "nvidia@qkv=128x128x64:4x4:1:2 or nvidia@wide=128x128x64:2x4:1)\n";
     return kExitUsage;
   }
   if (options.emit != "plan" && options.emit != "mlir" && options.emit != "mlir-opt" &&

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mlir::gerbil {
@@ -57,8 +59,9 @@ struct TargetProfile {
   CooperativeMatrixApi cooperativeMatrixApi = CooperativeMatrixApi::NV;
   uint32_t vendorId = 0; // the PCI vendor it is tuned for, which `--target auto` asks of a device; 0: any
   // The grouped gate/up and q/k/v projections' tilings, where --target names them (nvidia@gate-up=TILING,
-  // nvidia@qkv=TILING).
-  std::optional<CoopMatMulTiling> gateUpTiling = std::nullopt, qkvTiling = std::nullopt;
+  // nvidia@qkv=TILING), and the wide plain projections' (nvidia@wide=TILING: see coopTilingFor).
+  std::optional<CoopMatMulTiling> gateUpTiling = std::nullopt, qkvTiling = std::nullopt,
+                                  wideTiling = std::nullopt;
 };
 
 // NVIDIA's PCI vendor id.
@@ -113,14 +116,27 @@ inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) 
   return split;
 }
 
-// The tiling of a projection of n outputs and K = k (see kWideCoopMatMul), split over K (plain ones) where
-// its tile columns are few: wide tiles for N < 3072 (Llama-3.2-1B's o and down in 2, Qwen2.5-0.5B's down
-// in 4), the profile's for short ones too (Qwen's o in 2).
-inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
+// The catalog's tiling of a projection of n outputs and K = k (see kWideCoopMatMul), split over K where its
+// tile columns are few: wide tiles for N < 3072 (Llama-3.2-1B's o and down in 2, Qwen2.5-0.5B's down in 4),
+// the profile's for short ones too (Qwen's o in 2).
+inline bool isWideCoopMatMul(int64_t n, int64_t k) {
+  return n >= kWideCoopMatMul || k >= kLongRowsCoopMatMul;
+}
+inline CoopMatMulTiling catalogCoopTiling(const TargetProfile &profile, int64_t n, int64_t k) {
   if (profile.tilingGiven || !profile.cooperativeMatrix) return profile.coopTiling;
-  const bool wide = n >= kWideCoopMatMul || k >= kLongRowsCoopMatMul;
-  CoopMatMulTiling tiling = wide ? CoopMatMulTiling{128, 128, 64, 4, 4, 1} : profile.coopTiling;
+  CoopMatMulTiling tiling =
+      isWideCoopMatMul(n, k) ? CoopMatMulTiling{128, 128, 64, 4, 4, 1} : profile.coopTiling;
   if (n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
+  return tiling;
+}
+// A plain projection's tiling: the catalog's, or for a wide one the tiling --target's @wide= gives (to time
+// another against the catalog's in the model), split over K as that tiling says or, where it says nothing
+// (no split), as the catalog would split it.
+inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
+  if (!profile.wideTiling || !profile.cooperativeMatrix || !isWideCoopMatMul(n, k))
+    return catalogCoopTiling(profile, n, k);
+  CoopMatMulTiling tiling = *profile.wideTiling;
+  if (tiling.splitK == 1 && n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
   return tiling;
 }
 inline int64_t coopGateUpColumns(const CoopMatMulTiling &tiling, int64_t n) {
@@ -143,7 +159,7 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
                                            int64_t nK = 0, int64_t nV = 0) {
   if (gateUp && profile.gateUpTiling) return *profile.gateUpTiling;
   if (!gateUp && profile.qkvTiling) return *profile.qkvTiling;
-  CoopMatMulTiling tiling = coopTilingFor(profile, gateUp ? 2 * n : n + nK + nV, k);
+  CoopMatMulTiling tiling = catalogCoopTiling(profile, gateUp ? 2 * n : n + nK + nV, k);
   tiling.splitK = 1;
   // The gate/up keeps 2 × 4 subgroups of 64 × 32 on 128 × 128 tiles: on 4 × 4 the 8B's took 540.6 µs
   // against 531.0 (H100, sweep bk). The grouped q/k/v has 4 × 4 like the plain wide projections: on 2 × 4
@@ -261,9 +277,10 @@ inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
 
 // A target as gerbilc's --target spells it: a profile name, and for a cooperative-matrix profile optionally
 // its matmul tiling, "nvidia:TILING" (parseCoopTiling; e.g. nvidia:128x128x32:2x4 or nvidia:64x64x32:2x2:2:4)
-// for every matmul, and/or "@gate-up=TILING" for the grouped gate/up projections (never split) and
-// "@qkv=TILING" for the grouped q/k/v (split or not), each at most once, after the first if it is given
-// ("nvidia:TILING@gate-up=TILING@qkv=TILING"), to tune on a device. std::nullopt when it does not parse.
+// for every matmul, and/or "@gate-up=TILING" for the grouped gate/up projections (never split),
+// "@qkv=TILING" for the grouped q/k/v (split or not) and "@wide=TILING" for the wide plain projections (see
+// coopTilingFor), each at most once, after the first if it is given ("nvidia:TILING@gate-up=TILING@qkv=
+// TILING"), to tune on a device. std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   const size_t at = spec.find('@'), colon = spec.substr(0, at).find(':');
   const TargetProfile *base = findTargetProfile(spec.substr(0, std::min(colon, at)));
@@ -278,15 +295,17 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
     profile.coopTiling = *tiling;
     profile.tilingGiven = true;
   }
-  for (size_t from = at; from != std::string_view::npos;) { // the grouped projections' own
+  for (size_t from = at; from != std::string_view::npos;) { // the grouped and wide projections' own
     const size_t next = spec.find('@', from + 1);
     const std::string_view part = spec.substr(from, next == std::string_view::npos ? next : next - from);
-    constexpr std::string_view kGateUp = "@gate-up=", kQKV = "@qkv=";
-    const bool gateUp = part.starts_with(kGateUp);
-    if (!gateUp && !part.starts_with(kQKV)) return std::nullopt;
-    std::optional<CoopMatMulTiling> &slot = gateUp ? profile.gateUpTiling : profile.qkvTiling;
-    std::optional<CoopMatMulTiling> tiling = parseCoopTiling(part.substr((gateUp ? kGateUp : kQKV).size()));
-    if (!tiling || slot || (gateUp && tiling->splitK != 1)) return std::nullopt;
+    const std::pair<std::string_view, std::optional<CoopMatMulTiling> *> overrides[] = {
+        {"@gate-up=", &profile.gateUpTiling}, {"@qkv=", &profile.qkvTiling}, {"@wide=", &profile.wideTiling}};
+    const auto *which = std::find_if(std::begin(overrides), std::end(overrides),
+                                     [&](const auto &o) { return part.starts_with(o.first); });
+    if (which == std::end(overrides)) return std::nullopt;
+    std::optional<CoopMatMulTiling> &slot = *which->second;
+    std::optional<CoopMatMulTiling> tiling = parseCoopTiling(part.substr(which->first.size()));
+    if (!tiling || slot || (&slot == &profile.gateUpTiling && tiling->splitK != 1)) return std::nullopt;
     slot = tiling;
     from = next;
   }
