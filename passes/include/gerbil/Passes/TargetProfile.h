@@ -116,12 +116,13 @@ inline int64_t coopSplitK(const CoopMatMulTiling &tiling, int64_t n, int64_t k) 
   return split;
 }
 
-// The catalog's tiling of a projection of n outputs and K = k (see kWideCoopMatMul), split over K where its
-// tile columns are few: wide tiles for N < 3072 (Llama-3.2-1B's o and down in 2, Qwen2.5-0.5B's down in 4),
-// the profile's for short ones too (Qwen's o in 2).
+// Whether a projection of n outputs (a grouped one's rows together) and K = k gets the wide tiles.
 inline bool isWideCoopMatMul(int64_t n, int64_t k) {
   return n >= kWideCoopMatMul || k >= kLongRowsCoopMatMul;
 }
+// The catalog's tiling of a projection of n outputs and K = k (see kWideCoopMatMul), split over K where its
+// tile columns are few: wide tiles for N < 3072 (Llama-3.2-1B's o and down in 2, Qwen2.5-0.5B's down in 4),
+// the profile's for short ones too (Qwen's o in 2).
 inline CoopMatMulTiling catalogCoopTiling(const TargetProfile &profile, int64_t n, int64_t k) {
   if (profile.tilingGiven || !profile.cooperativeMatrix) return profile.coopTiling;
   CoopMatMulTiling tiling =
