@@ -23,12 +23,20 @@ $D/bin/gerbil-exec --device-info > $R/device-info.txt 2>&1
 $D/bin/gerbil-exec --device-info --json > $R/device-info.json 2>&1
 # The matmul kernels against a reference, the cooperative-matrix one included where the device has it.
 # Line-buffered: what ran before a timeout still reaches the log.
-# They compile ~200 kernels in the driver (over 2 minutes; the tensor-core ones run each way the device
-# has, NV and KHR, since 5cf3647: more on the H200): SKIP_TEST_KERNELS=1 leaves them out, TEST_KERNELS_FILTER
-# takes a GoogleTest filter and TEST_KERNELS_TIMEOUT the seconds (default 240).
+# They compile ~200 kernels in the driver (over 2 minutes in one process; the tensor-core ones run each way
+# the device has, NV and KHR, since 5cf3647: more on the H200), so TEST_KERNELS_SHARDS processes (default 8;
+# GoogleTest's sharding, a tensor-core tiling a test) take them side by side: the driver's compiles are the
+# host's work. SKIP_TEST_KERNELS=1 leaves them out, TEST_KERNELS_FILTER takes a GoogleTest filter and
+# TEST_KERNELS_TIMEOUT the seconds (default 240). test-kernels.txt: the shards' logs one after another.
 if [ -x $D/bin/test-kernels ] && [ -z "${SKIP_TEST_KERNELS:-}" ]; then
-  timeout ${TEST_KERNELS_TIMEOUT:-240} stdbuf -oL $D/bin/test-kernels --gtest_filter="${TEST_KERNELS_FILTER:-*}" \
-    > $R/test-kernels.txt 2>&1
+  shards=${TEST_KERNELS_SHARDS:-8}
+  for ((i = 0; i < shards; i++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout ${TEST_KERNELS_TIMEOUT:-240} \
+      stdbuf -oL $D/bin/test-kernels --gtest_filter="${TEST_KERNELS_FILTER:-*}" > $R/test-kernels.$i.txt 2>&1 &
+  done
+  wait
+  for ((i = 0; i < shards; i++)); do cat $R/test-kernels.$i.txt; done > $R/test-kernels.txt
+  rm -f $R/test-kernels.*.txt
 fi
 
 [ -n "${SKIP_FIXTURES:-}" ] ||

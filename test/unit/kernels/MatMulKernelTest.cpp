@@ -9,6 +9,9 @@
 #include "gerbil/Passes/TargetProfile.h"
 #include "test/unit/kernels/KernelTestBase.h"
 
+#include <cctype>
+#include <string>
+
 using namespace gerbil;
 using namespace gerbil::kerneltest;
 
@@ -217,47 +220,60 @@ TEST_F(MatMulKernelTest, CooperativeMatrixSplitOverKMatchesTheReference) {
       }
 }
 
-TEST_F(MatMulKernelTest, CooperativeMatrixMatchesTheReference) {
-  const Shape shapes[] = {{1, 64, 64},    {7, 100, 72},    {64, 64, 64},
-                          {65, 130, 160}, {130, 200, 256}, {512, 192, 512}};
-  // The profile's tiling and larger ones to tune with (gerbilc --target nvidia:TxNxK:WTxWN[:S]).
-  const std::vector<const char *> targets = {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x64x32:2x2",
-                                             "nvidia:64x128x16:1x4", "nvidia:128x256x32:2x4:1",
-                                             "nvidia:128x128x64:2x2:1",
-                                             // 16 subgroups: their epilogue fragments fit only in the
-                                             // slices' memory
-                                             "nvidia:128x128x32:4x4",
-                                             // the catalog's for the gate/up and for the wide plain
-                                             // projections (fragments loaded a step ahead)
-                                             "nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1"};
+// One test a tiling (the profile's and larger ones to tune with, gerbilc --target nvidia:TxNxK:WTxWN[:S]), so
+// that bench/device.sh's shards of test-kernels take them side by side: each kernel is compiled by the
+// driver, and the tilings in one test took ~2 minutes of an H100 call.
+class CooperativeMatMulTest : public MatMulKernelTest, public ::testing::WithParamInterface<const char *> {};
+// A test's name for its --target: the target with every other character than letters and digits as '_'.
+std::string targetTestName(const ::testing::TestParamInfo<const char *> &info) {
+  std::string name = info.param;
+  for (char &c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+TEST_P(CooperativeMatMulTest, MatchesTheReference) {
+  const char *target = GetParam();
   if (!hasCooperativeMatrix()) {
-    compileEveryVariant(compiler_, targets);
+    compileEveryVariant(compiler_, {target});
     GTEST_SKIP() << ctx_->info().name
                  << " runs no cooperative matrices with subgroups of 32 (compiled and validated only)";
   }
-  // Every shape with the norm and the residual in f16; every variant and weight type on two shapes (each
-  // kernel is compiled by the driver: the whole cross product took over a minute on the H200).
-  for (const char *target : targets)
-    for (size_t s = 0; s < std::size(shapes); ++s)
-      for (int variant = 0; variant < 4; ++variant)
-        for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16}) {
-          const Shape &shape = shapes[s];
-          if (s != 1 && s != 4 && (variant != 3 || dtype != plan::DType::F16)) continue;
-          MatMulSpec spec;
-          spec.variant = MatMulVariant::Coop;
-          spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-          spec.weight = dtype;
-          // The norm in the prologue, or (even shapes) in a norm launch before, whose f16 rows it reads.
-          spec.halfInput = (variant & 1) && s % 2 == 0;
-          spec.norm = (variant & 1) && !spec.halfInput;
-          spec.normWeighted = !(spec.norm && dtype == plan::DType::BF16); // bf16: the norm weight folded
-          spec.residual = variant & 2;
-          spec.eps = 1e-5;
-          check(spec, shape);
-          if (IsSkipped()) return;
-          ASSERT_FALSE(HasFatalFailure()) << target;
-        }
+  const Shape shapes[] = {{1, 64, 64},    {7, 100, 72},    {64, 64, 64},
+                          {65, 130, 160}, {130, 200, 256}, {512, 192, 512}};
+  // Every shape with the norm and the residual in f16; every variant and weight type on two shapes.
+  for (size_t s = 0; s < std::size(shapes); ++s)
+    for (int variant = 0; variant < 4; ++variant)
+      for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16}) {
+        const Shape &shape = shapes[s];
+        if (s != 1 && s != 4 && (variant != 3 || dtype != plan::DType::F16)) continue;
+        MatMulSpec spec;
+        spec.variant = MatMulVariant::Coop;
+        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+        spec.weight = dtype;
+        // The norm in the prologue, or (even shapes) in a norm launch before, whose f16 rows it reads.
+        spec.halfInput = (variant & 1) && s % 2 == 0;
+        spec.norm = (variant & 1) && !spec.halfInput;
+        spec.normWeighted = !(spec.norm && dtype == plan::DType::BF16); // bf16: the norm weight folded
+        spec.residual = variant & 2;
+        spec.eps = 1e-5;
+        check(spec, shape);
+        if (IsSkipped()) return;
+        ASSERT_FALSE(HasFatalFailure()) << target;
+      }
 }
+
+INSTANTIATE_TEST_SUITE_P(Tilings, CooperativeMatMulTest,
+                         ::testing::Values("nvidia", "nvidia:128x128x32:2x4", "nvidia:128x64x32:2x2",
+                                           "nvidia:64x128x16:1x4", "nvidia:128x256x32:2x4:1",
+                                           "nvidia:128x128x64:2x2:1",
+                                           // 16 subgroups: their epilogue fragments fit only in the
+                                           // slices' memory
+                                           "nvidia:128x128x32:4x4",
+                                           // the catalog's for the gate/up and for the wide plain
+                                           // projections (fragments loaded a step ahead)
+                                           "nvidia:128x128x64:2x4:1", "nvidia:128x128x64:4x4:1"),
+                         targetTestName);
 
 // COOP_RESIDUAL_AHEAD 0 (each fragment's residual loaded after its stores, as before the default loaded it a
 // fragment ahead): the same results, over shapes that end inside a tile, on 4 × 4 and 2 × 4 subgroups.
@@ -450,40 +466,49 @@ protected:
   }
 };
 
-TEST_F(GroupedMatMulKernelTest, CooperativeMatrixGroupedProjections) {
-  // The profile's tiling and those the catalog picks for wide projections (one staging buffer, or 16
-  // subgroups); sweep bt's 128 × 192 gate/up tiles (96 outputs of each matrix) on 4 × 2 and 8 × 2; the
-  // q/k/v split over K (@qkv=: 2 and 3 parts of K 200's 4 slices of 64, the last of 3 with one; 4 parts of
-  // 7 slices of 32), the gate/up unsplit beside it.
-  for (const char *target :
-       {"nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1", "nvidia:128x128x32:4x4",
-        "nvidia:128x128x64:2x4:1", "nvidia:128x192x64:4x2:1", "nvidia:128x192x64:8x2:1",
-        "nvidia@qkv=128x128x64:4x4:1:2", "nvidia@qkv=128x128x64:4x4:1:3", "nvidia@qkv=64x64x32:2x2:2:4"})
-    for (int variant = 0; variant < 4; ++variant) {
-      const mlir::gerbil::TargetProfile profile = *mlir::gerbil::parseTarget(target);
-      MatMulSpec spec;
-      spec.variant = codegen::MatMulVariant::Coop;
-      spec.coopTiling = profile.coopTiling;
-      spec.weight = variant & 2 ? plan::DType::BF16 : plan::DType::F16;
-      spec.halfInput = variant == 3; // the norm in a launch before
-      spec.norm = (variant & 1) && !spec.halfInput;
-      spec.halfResult = variant >= 2; // f16 gate/up products, as the down projection reads them
-      spec.eps = 1e-5;
-      spec.k = 200;
-      spec.mode = MatMulMode::GateUp;
-      spec.n = 150;
-      spec.biasA = spec.biasB = variant == 3;
-      checkGrouped(spec, 70);
-      if (HasFatalFailure()) return;
-      spec.mode = MatMulMode::QKV;
-      if (profile.qkvTiling) spec.coopTiling = *profile.qkvTiling;
-      spec.halfResult = false; // the gate/up matmul's only
-      spec.n = 192, spec.nK = 40, spec.nV = 64;
-      spec.biasA = spec.biasB = spec.biasC = variant & 1;
-      checkGrouped(spec, 37);
-      if (HasFatalFailure()) return;
-    }
+// One test a tiling, as CooperativeMatMulTest.
+class CooperativeGroupedMatMulTest : public GroupedMatMulKernelTest,
+                                     public ::testing::WithParamInterface<const char *> {};
+
+TEST_P(CooperativeGroupedMatMulTest, MatchesTheReference) {
+  const char *target = GetParam();
+  for (int variant = 0; variant < 4; ++variant) {
+    const mlir::gerbil::TargetProfile profile = *mlir::gerbil::parseTarget(target);
+    MatMulSpec spec;
+    spec.variant = codegen::MatMulVariant::Coop;
+    spec.coopTiling = profile.coopTiling;
+    spec.weight = variant & 2 ? plan::DType::BF16 : plan::DType::F16;
+    spec.halfInput = variant == 3; // the norm in a launch before
+    spec.norm = (variant & 1) && !spec.halfInput;
+    spec.halfResult = variant >= 2; // f16 gate/up products, as the down projection reads them
+    spec.eps = 1e-5;
+    spec.k = 200;
+    spec.mode = MatMulMode::GateUp;
+    spec.n = 150;
+    spec.biasA = spec.biasB = variant == 3;
+    checkGrouped(spec, 70);
+    if (HasFatalFailure()) return;
+    spec.mode = MatMulMode::QKV;
+    if (profile.qkvTiling) spec.coopTiling = *profile.qkvTiling;
+    spec.halfResult = false; // the gate/up matmul's only
+    spec.n = 192, spec.nK = 40, spec.nV = 64;
+    spec.biasA = spec.biasB = spec.biasC = variant & 1;
+    checkGrouped(spec, 37);
+    if (HasFatalFailure()) return;
+  }
 }
+
+// The profile's tiling and those the catalog picks for wide projections (one staging buffer, or 16
+// subgroups); sweep bt's 128 × 192 gate/up tiles (96 outputs of each matrix) on 4 × 2 and 8 × 2; the q/k/v
+// split over K (@qkv=: 2 and 3 parts of K 200's 4 slices of 64, the last of 3 with one; 4 parts of 7
+// slices of 32), the gate/up unsplit beside it.
+INSTANTIATE_TEST_SUITE_P(Tilings, CooperativeGroupedMatMulTest,
+                         ::testing::Values("nvidia", "nvidia:128x128x32:2x4", "nvidia:128x256x32:2x4:1",
+                                           "nvidia:128x128x32:4x4", "nvidia:128x128x64:2x4:1",
+                                           "nvidia:128x192x64:4x2:1", "nvidia:128x192x64:8x2:1",
+                                           "nvidia@qkv=128x128x64:4x4:1:2", "nvidia@qkv=128x128x64:4x4:1:3",
+                                           "nvidia@qkv=64x64x32:2x2:2:4"),
+                         targetTestName);
 
 // COOP_CLAMPED_LOADS in the gate/up (rows of either matrix past N) and the q/k/v (parts past their rows,
 // split over K).
