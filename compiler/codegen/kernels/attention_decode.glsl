@@ -168,18 +168,6 @@ void keyScores(out float score[QH], CacheVec k[SG][SG_VECS], uint lane) {
 }
 #endif
 
-// The first block's keys of the warp at `block`, zeros from `end`: the lane's vec4s of its SCORE_LANES
-// keys' parts, or of its own key (the first K_BATCH).
-#if SCORE_LANES > 1
-void loadFirstKeys(out CacheVec k[SG][SG_VECS], uint rows, uint block, uint end, uint lane) {
-  loadKeyParts(k, rows, block, end, lane);
-}
-#else
-void loadFirstKeys(out CacheVec k[K_BATCH], uint rows, uint block, uint end, uint lane) {
-  loadKeys(k, rows, block + lane, 0u, block + lane < end);
-}
-#endif
-
 // This lane's vec4s of the values of the block's first `count` keys from `block`.
 void loadValues(out CacheVec values[VECS_PER_LANE][KEYS_PER_GROUP], uint rows, uint block, uint count,
                 uint lane) {
@@ -294,14 +282,6 @@ void main() {
 #endif
   uint warp = place / LANES, lane = place % LANES;
   uint kvHead = x / HEAD_GROUPS, head0 = kvHead * GROUP + (x % HEAD_GROUPS) * QH;
-  uint rows = kvHead * SEQ;
-#if SCORE_LANES > 1
-  const uint slot = keySlot(lane);
-  CacheVec k[SG][SG_VECS];
-#else
-  const uint slot = lane;
-  CacheVec k[K_BATCH];
-#endif
   uint position = state_.position;
   uint first = (WINDOW > 0u && position + 1u > WINDOW) ? position + 1u - WINDOW : 0u;
   uint len = position + 1u - first;
@@ -311,8 +291,17 @@ void main() {
   uint begin = min(first + split * chunk, position + 1u), end = min(begin + chunk, position + 1u);
   uint rounds = (end - begin + WARPS * LANES - 1u) / (WARPS * LANES);
   uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
+  uint rows = kvHead * SEQ;
   uint block = begin + warp * LANES;  // this warp's block in the current round
-  loadFirstKeys(k, rows, block, end, lane);  // in flight with the queries' loads
+#if SCORE_LANES > 1
+  const uint slot = keySlot(lane);
+  CacheVec k[SG][SG_VECS];
+  loadKeyParts(k, rows, block, end, lane);  // in flight with the queries' loads
+#else
+  const uint slot = lane;
+  CacheVec k[K_BATCH];
+  loadKeys(k, rows, block + lane, 0u, block + lane < end);  // in flight with the queries' loads
+#endif
 
   [[unroll]] for (uint j = 0; j < (QH * DIM_VECS + WORKGROUP - 1u) / WORKGROUP; ++j) {
     uint i = tid + j * WORKGROUP;
