@@ -575,9 +575,7 @@ TEST(AttentionKernelSpec, TensorCoreKeyTileBySharedKeys) {
   EXPECT_EQ(mlir::gerbil::coopAttentionKeyTile(64, false), 32);
   EXPECT_EQ(mlir::gerbil::coopAttentionKeyTile(128, true), 32); // 64 keys of 128 dims do not fit 48 KiB
   auto keyTile = [](const codegen::AttentionSpec &spec) {
-    for (const auto &[name, value] : codegen::attentionKernel(spec, true).defines)
-      if (name == "KV_TILE") return value;
-    return std::string("unset");
+    return defineValue(codegen::attentionKernel(spec, true), "KV_TILE");
   };
   codegen::AttentionSpec spec{32, 8, 64, 256, 0.125, 0}; // Llama-3.2-1B: 4 heads a kv head, shared
   EXPECT_EQ(keyTile(spec), "64u");

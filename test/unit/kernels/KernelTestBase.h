@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -91,6 +92,12 @@ inline std::vector<_Float16> normalizedHalfRows(const std::vector<float> &x, con
 using KernelDefines = std::vector<std::pair<std::string, std::string>>;
 inline void setDefines(codegen::KernelSource &kernel, const KernelDefines &defines) {
   for (const auto &[name, value] : defines) codegen::setDefine(kernel, name, value);
+}
+// The value codegen gave `name` in a kernel, if any.
+inline std::optional<std::string> defineValue(const codegen::KernelSource &kernel, const std::string &name) {
+  for (const auto &[defined, value] : kernel.defines)
+    if (defined == name) return value;
+  return std::nullopt;
 }
 
 // The device, the shader compiler and the plumbing every kernel test shares: buffers in, one launch, results

@@ -26,18 +26,18 @@ struct Shape {
   int64_t n, k;
 };
 
+// A tensor-core matmul on `target`'s tiling with f16 weights (what every tensor-core case sets).
+MatMulSpec coopSpec(const char *target) {
+  MatMulSpec spec;
+  spec.variant = MatMulVariant::Coop;
+  spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+  spec.weight = plan::DType::F16;
+  spec.eps = 1e-5;
+  return spec;
+}
+
 class MatMulKernelTest : public KernelTestBase {
 protected:
-  // A tensor-core matmul on `target`'s tiling with f16 weights (what every tensor-core case sets).
-  static MatMulSpec coopSpec(const char *target) {
-    MatMulSpec spec;
-    spec.variant = MatMulVariant::Coop;
-    spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-    spec.weight = plan::DType::F16;
-    spec.eps = 1e-5;
-    return spec;
-  }
-
   // A matmul split over K binds its parts' scratch (garbage to start with) and zeroed counters: inserted at
   // `at`. Returns the launches to run: two where split, the second finding the counters the first left at 0.
   uint32_t insertSplitScratch(const MatMulSpec &spec, uint32_t tokens, std::vector<vk::Buffer> &buffers,
@@ -247,16 +247,13 @@ TEST_P(CooperativeMatMulTest, MatchesTheReference) {
       for (plan::DType dtype : {plan::DType::F16, plan::DType::BF16}) {
         const Shape &shape = shapes[s];
         if (s != 1 && s != 4 && (variant != 3 || dtype != plan::DType::F16)) continue;
-        MatMulSpec spec;
-        spec.variant = MatMulVariant::Coop;
-        spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
+        MatMulSpec spec = coopSpec(target);
         spec.weight = dtype;
         // The norm in the prologue, or (even shapes) in a norm launch before, whose f16 rows it reads.
         spec.halfInput = (variant & 1) && s % 2 == 0;
         spec.norm = (variant & 1) && !spec.halfInput;
         spec.normWeighted = !(spec.norm && dtype == plan::DType::BF16); // bf16: the norm weight folded
         spec.residual = variant & 2;
-        spec.eps = 1e-5;
         check(spec, shape);
         if (IsSkipped()) return;
         ASSERT_FALSE(HasFatalFailure()) << target;
@@ -472,16 +469,13 @@ class CooperativeGroupedMatMulTest : public GroupedMatMulKernelTest,
 
 TEST_P(CooperativeGroupedMatMulTest, MatchesTheReference) {
   const char *target = GetParam();
+  const mlir::gerbil::TargetProfile profile = *mlir::gerbil::parseTarget(target);
   for (int variant = 0; variant < 4; ++variant) {
-    const mlir::gerbil::TargetProfile profile = *mlir::gerbil::parseTarget(target);
-    MatMulSpec spec;
-    spec.variant = codegen::MatMulVariant::Coop;
-    spec.coopTiling = profile.coopTiling;
+    MatMulSpec spec = coopSpec(target);
     spec.weight = variant & 2 ? plan::DType::BF16 : plan::DType::F16;
     spec.halfInput = variant == 3; // the norm in a launch before
     spec.norm = (variant & 1) && !spec.halfInput;
     spec.halfResult = variant >= 2; // f16 gate/up products, as the down projection reads them
-    spec.eps = 1e-5;
     spec.k = 200;
     spec.mode = MatMulMode::GateUp;
     spec.n = 150;
@@ -537,17 +531,12 @@ TEST_F(GroupedMatMulKernelTest, CooperativeMatrixClampedLoads) {
 // tiles split at most in 2; not 64 x 64 tiles nor a split in 4 (both measured slower).
 TEST(MatMulKernelSpec, ClampedLoadsWhereTheyMeasuredFaster) {
   auto clamped = [](const char *target, MatMulMode mode) {
-    MatMulSpec spec;
-    spec.variant = MatMulVariant::Coop;
-    spec.coopTiling = mlir::gerbil::parseTarget(target)->coopTiling;
-    spec.weight = plan::DType::F16;
+    MatMulSpec spec = coopSpec(target);
     spec.mode = mode;
     spec.k = spec.n = 256;
     spec.nK = spec.nV = 64;
     spec.halfInput = mode != MatMulMode::Single;
-    for (const auto &[name, value] : codegen::matmulKernel(spec).defines)
-      if (name == "COOP_CLAMPED_LOADS") return value;
-    return std::string("unset");
+    return defineValue(codegen::matmulKernel(spec), "COOP_CLAMPED_LOADS");
   };
   EXPECT_EQ(clamped("nvidia:128x128x64:2x4:1", MatMulMode::GateUp), "1");
   EXPECT_EQ(clamped("nvidia:64x64x64:2x2:1", MatMulMode::GateUp), "1");
