@@ -130,12 +130,26 @@ inline CoopMatMulTiling catalogCoopTiling(const TargetProfile &profile, int64_t 
   if (n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
   return tiling;
 }
+// Plain projections of at least kTwoByFourRows outputs (Llama-3-8B's o and down) take the catalog's wide
+// tiles on 2 × 4 subgroups of 64 × 32 instead of 4 × 4 of 32 × 32: in the model (H100, 26b2f77, the
+// profile of `@wide=128x128x64:2x4:1` against the default in one call) the 8B's down 256.2 → 251.2 µs a
+// layer and o 80.7 → 78.7, but the 1B's o (2048 outputs) 37.8 → 40.5 and Qwen's down (896, split in 4)
+// 42.8 → 46.5; alone (sweeps cj, ck) the 8B's o 78.9 → 76.2 and down 246.5 → 243.4. The grouped
+// projections start from catalogCoopTiling, so the 8B's q/k/v keeps 4 × 4 (on 2 × 4 it lost, sweep bk).
+// The LM heads' tensor-core kernels (all prompt rows' logits) follow, untimed: the gate/up, as wide, is
+// fastest on 2 × 4 too (sweep cj).
+inline constexpr int64_t kTwoByFourRows = 4096;
 // A plain projection's tiling: the catalog's, or for a wide one the tiling --target's @wide= gives (to time
 // another against the catalog's in the model), split over K as that tiling says or, where it says nothing
 // (no split), as the catalog would split it.
 inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
-  if (!profile.wideTiling || !profile.cooperativeMatrix || !isWideCoopMatMul(n, k))
-    return catalogCoopTiling(profile, n, k);
+  if (!profile.wideTiling || !profile.cooperativeMatrix || !isWideCoopMatMul(n, k)) {
+    CoopMatMulTiling tiling = catalogCoopTiling(profile, n, k);
+    if (!profile.tilingGiven && profile.cooperativeMatrix && n >= kTwoByFourRows && tiling.tileT == 128 &&
+        tiling.tileN == 128 && tiling.warpsT == 4 && tiling.warpsN == 4)
+      tiling.warpsT = 2;
+    return tiling;
+  }
   CoopMatMulTiling tiling = *profile.wideTiling;
   if (tiling.splitK == 1 && n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
   return tiling;
