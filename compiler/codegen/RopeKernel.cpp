@@ -14,6 +14,19 @@ void defineRotary(KernelSource &k, const RotarySpec &rotary) {
   k.defines.emplace_back("INV_FREQ_VALUES", values);
 }
 
+namespace {
+
+// rope_append.glsl's units: 4 dims (16-byte loads and stores) where the rotating half and the head are
+// multiples of 4, else single dims; and the units an invocation takes.
+int64_t ropeUnitDims(const RotarySpec &rotary) {
+  return rotary.rotaryDim % 8 == 0 && rotary.headDim % 4 == 0 ? 4 : 1;
+}
+int64_t ropeUnitLoads(const RotarySpec &rotary) {
+  return ropeUnitDims(rotary) == 4 ? 2 : mlir::gerbil::kRowLoads;
+}
+
+} // namespace
+
 KernelSource ropeAppendKernel(const RotarySpec &rotary, int64_t qHeads, int64_t kvHeads, int64_t sequence) {
   if (rotary.rotaryDim <= 0 || rotary.rotaryDim > rotary.headDim || rotary.rotaryDim % 2 != 0 ||
       static_cast<int64_t>(rotary.invFreq.size()) != rotary.rotaryDim / 2)
@@ -27,20 +40,25 @@ KernelSource ropeAppendKernel(const RotarySpec &rotary, int64_t qHeads, int64_t 
                {"KV_HEADS", uintValue(kvHeads)},
                {"HEAD_DIM", uintValue(rotary.headDim)},
                {"SEQ", uintValue(sequence)},
-               {"LOADS", uintValue(mlir::gerbil::kRowLoads)}};
+               {"LOADS", uintValue(ropeUnitLoads(rotary))},
+               {"UNIT_DIMS", std::to_string(ropeUnitDims(rotary))}};
   defineRotary(k, rotary);
   k.bindings = {{"q", Access::Read, plan::DType::F32},        {"k", Access::Read, plan::DType::F32},
                 {"v", Access::Read, plan::DType::F32},        {"result", Access::Write, plan::DType::F32},
                 {"k_cache", Access::Write, plan::DType::F32}, {"v_cache", Access::Write, plan::DType::F32}};
+  if (ropeUnitDims(rotary) == 4)
+    for (KernelBinding &b : k.bindings) b.vec4View = true;
   return k;
 }
 
 uint32_t ropeAppendColumns(const RotarySpec &rotary, int64_t qHeads, int64_t kvHeads) {
-  // A query or key head is headDim - rotaryDim / 2 units (a rotating pair of dims is one), a value head
-  // headDim (rope_append.glsl).
-  const int64_t units =
-                    (qHeads + kvHeads) * (rotary.headDim - rotary.rotaryDim / 2) + kvHeads * rotary.headDim,
-                perGroup = mlir::gerbil::kRowWorkgroup * mlir::gerbil::kRowLoads;
+  // A query or key head is (headDim - rotaryDim / 2) / unit dims units (a rotating pair of dims is one), a
+  // value head headDim / unit dims (rope_append.glsl).
+  const int64_t dims = ropeUnitDims(rotary),
+                units = ((qHeads + kvHeads) * (rotary.headDim - rotary.rotaryDim / 2) +
+                         kvHeads * rotary.headDim) /
+                        dims,
+                perGroup = mlir::gerbil::kRowWorkgroup * ropeUnitLoads(rotary);
   return static_cast<uint32_t>((units + perGroup - 1) / perGroup);
 }
 

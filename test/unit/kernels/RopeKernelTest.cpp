@@ -106,6 +106,8 @@ TEST_F(RopeKernelTest, RopeAppendMatchesTheReference) {
       {14, 2, 64, 64, 3, 40}, // Qwen's heads, past position 0
       {8, 8, 32, 16, 4, 7},   // half of each head rotates (partial rotary dims)
       {3, 1, 24, 8, 9, 20},   // rows that end inside a workgroup
+      {2, 1, 24, 12, 5, 3},   // a rotating half of 6 dims: units of one dim (the others move 4)
+      {3, 2, 20, 20, 4, 11},  // heads of 20, half 10: units of one dim
   };
   for (const RopeCase &c : cases) {
     check(c);
@@ -116,7 +118,27 @@ TEST_F(RopeKernelTest, RopeAppendMatchesTheReference) {
 TEST_F(RopeKernelTest, RopeAppendWritesAHalfCache) {
   check({14, 2, 64, 64, 3, 40}, true);
   ASSERT_FALSE(HasFatalFailure());
-  check({3, 1, 24, 8, 9, 20}, true); // values written one at a time, two to a 32-bit word
+  check({3, 1, 24, 8, 9, 20}, true); // 4 values to an 8-byte word
+  ASSERT_FALSE(HasFatalFailure());
+  check({2, 1, 24, 12, 5, 3}, true); // values written one at a time, two to a 32-bit word
+}
+
+// Where the rotating half and the head are multiples of 4 the kernel moves 4 dims a unit (16-byte loads),
+// else one, and its grid follows: a token's units over 64 invocations of 2 (4 dims) or 4 (one dim) each.
+TEST(RopeKernelShape, UnitsOfFourDimsWhereTheHalfAllows) {
+  auto spec = [](int64_t headDim, int64_t rotaryDim) {
+    codegen::RotarySpec rotary;
+    rotary.headDim = headDim;
+    rotary.rotaryDim = rotaryDim;
+    rotary.invFreq.assign(rotaryDim / 2, 1.0);
+    return rotary;
+  };
+  EXPECT_EQ(defineValue(codegen::ropeAppendKernel(spec(128, 128), 32, 8, 64), "UNIT_DIMS"), "4");
+  EXPECT_EQ(defineValue(codegen::ropeAppendKernel(spec(24, 12), 2, 1, 64), "UNIT_DIMS"), "1");
+  // Llama-3-8B: (40 heads of 64 pairs + 8 value heads of 128) / 4 = 896 units, 7 workgroups of 128.
+  EXPECT_EQ(codegen::ropeAppendColumns(spec(128, 128), 32, 8), 7u);
+  // 3 query and key heads of 24 - 6 units and 24 value dims: 78 units, one workgroup of 4 · 64.
+  EXPECT_EQ(codegen::ropeAppendColumns(spec(24, 12), 2, 1), 1u);
 }
 
 // Heads of 256 (Gemma's): more cos/sin pairs than the workgroup has invocations.
