@@ -232,6 +232,12 @@ float biasOf(uint part, uint row) {
 #ifndef GEMV_ADDEND_EARLY
 #define GEMV_ADDEND_EARLY 1
 #endif
+// Adds the pair's addend (main's PAIR_ADDEND: loaded early into `addend`, or here) to its sums a and b.
+#if GEMV_ADDEND_EARLY
+#define ADD_PAIR_ADDEND a += addend.x, b += addend.y;
+#else
+#define ADD_PAIR_ADDEND addend = PAIR_ADDEND; a += addend.x, b += addend.y;
+#endif
 #if ARGMAX
 // MODE_SINGLE of the logits projection with the greedy token chosen as its logits are written
 // (argmax_combine.glsl, included before this file); the candidates are the first invocations' of each pair.
@@ -285,15 +291,15 @@ void rowBlock(uint group) {
   // before the weights, so that its trip to memory overlaps theirs instead of following the reduction (a
   // launch's last pairs wait on it); 0: where it is added.
 #if MODE_SINGLE && RESIDUAL
-#define ADDEND() vec2(load_residual(outRow + rowA), load_residual(outRow + rowB))
+#define PAIR_ADDEND vec2(load_residual(outRow + rowA), load_residual(outRow + rowB))
 #elif MODE_QKV
-#define ADDEND() vec2(biasOf(part, rowA), biasOf(part, rowB))
+#define PAIR_ADDEND vec2(biasOf(part, rowA), biasOf(part, rowB))
 #endif
-#if GEMV_ADDEND_EARLY && defined(ADDEND)
+#ifdef PAIR_ADDEND
   vec2 addend = vec2(0.0);
-  if (lane == 0u) addend = ADDEND();  // the only lane that adds it
-#undef ADDEND
-#define ADDEND() addend
+#if GEMV_ADDEND_EARLY
+  if (lane == 0u) addend = PAIR_ADDEND;  // the only lane that adds it
+#endif
 #endif
 #if GEMV_POSITION_EARLY
   stepPosition_ = state_.position;
@@ -333,8 +339,7 @@ void rowBlock(uint group) {
 
 #if MODE_SINGLE
 #if RESIDUAL
-  vec2 added = ADDEND();
-  a += added.x, b += added.y;
+  ADD_PAIR_ADDEND
 #endif
   if (liveA) store_result(outRow + rowA, a);
   if (liveB) store_result(outRow + rowB, b);
@@ -347,8 +352,7 @@ void rowBlock(uint group) {
   b += load_bias_up(rowA);
   store_result(rowA, activation(a) * b);
 #else
-  vec2 added = ADDEND();
-  a += added.x, b += added.y;
+  ADD_PAIR_ADDEND
 #if ROPE
   uint i = p % PAIRS_PER_HEAD;
   if (rotated && i < ROTARY_DIM / 2u) {
