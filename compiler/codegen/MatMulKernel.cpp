@@ -167,7 +167,7 @@ KernelSource matmulKernel(const MatMulSpec &spec) {
   return k;
 }
 
-KernelSource normalizedRowsKernel(int64_t k, double eps, bool weighted) {
+KernelSource normalizedRowsKernel(int64_t k, double eps, bool weighted, bool subgroupOps) {
   if (k % 8 != 0) throw CodegenError("f16 rows of K = " + std::to_string(k) + " are not whole 16-byte words");
   KernelSource source;
   source.templateFile = "norm_rows_f16.glsl";
@@ -177,6 +177,7 @@ KernelSource normalizedRowsKernel(int64_t k, double eps, bool weighted) {
   if (weighted) source.bindings.push_back({"g", Access::Read, plan::DType::F32, true});
   source.bindings.push_back({"result", Access::Write, plan::DType::F16, true});
   source.needsReduction = true;
+  source.subgroupOps = subgroupOps;
   return source;
 }
 

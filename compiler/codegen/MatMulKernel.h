@@ -66,7 +66,7 @@ SplitKScratch splitKScratch(const MatMulSpec &spec, int64_t maxTokens);
 // RMSNorm of a step's rows of x (k wide, a multiple of 8) with an f32 weight g (unless `weighted` is false:
 // g folded into the projection's weights), rounded to f16 (norm_rows_f16.glsl): the input of a Coop matmul
 // with halfInput. Bindings: x, [g], result (f16, k a row); grid (T, 1, 1).
-KernelSource normalizedRowsKernel(int64_t k, double eps, bool weighted = true);
+KernelSource normalizedRowsKernel(int64_t k, double eps, bool weighted = true, bool subgroupOps = false);
 inline constexpr int64_t kNormalizedRowsWorkgroup = 256;
 
 } // namespace gerbil::codegen

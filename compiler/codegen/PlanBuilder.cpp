@@ -661,7 +661,8 @@ private:
     if (norm) {
       KernelInstance rows;
       const bool weighted = !groupNormFolded(g.projections, label);
-      rows.source = normalizedRowsKernel(spec.k, g.linear.getEps()->convertToDouble(), weighted);
+      rows.source =
+          normalizedRowsKernel(spec.k, g.linear.getEps()->convertToDouble(), weighted, options_.subgroupOps);
       rows.origins = {{BindingSource::ValueOf, 0, first->getOperand(0)}};
       if (weighted) rows.origins.push_back({BindingSource::ValueOf, 0, g.linear.getNorm()});
       rows.origins.push_back({BindingSource::ScratchPartials, 0});

@@ -8,9 +8,33 @@
 #endif
 
 #ifdef NEEDS_REDUCTION
+// Sum and max over the workgroup. Every invocation must call them (they contain barriers).
+#if SUBGROUP_OPS
+// Each subgroup reduces its values, and every invocation adds up the subgroups' partials in the same order:
+// two barriers instead of one for each halving of a tree over shared memory.
+shared float reduction_[WORKGROUP / MIN_SUBGROUP_SIZE];
+float workgroupSum(float v) {
+  v = subgroupAdd(v);
+  if (subgroupElect()) reduction_[gl_SubgroupID] = v;
+  barrier();
+  float total = reduction_[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) total += reduction_[i];
+  barrier();
+  return total;
+}
+
+float workgroupMax(float v) {
+  v = subgroupMax(v);
+  if (subgroupElect()) reduction_[gl_SubgroupID] = v;
+  barrier();
+  float m = reduction_[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) m = max(m, reduction_[i]);
+  barrier();
+  return m;
+}
+#else
 shared float reduction_[WORKGROUP];
 
-// Sum and max over the workgroup. Every invocation must call them (they contain barriers).
 float workgroupSum(float v) {
   uint tid = gl_LocalInvocationID.x;
   reduction_[tid] = v;
@@ -36,6 +60,7 @@ float workgroupMax(float v) {
   barrier();
   return m;
 }
+#endif
 #endif
 
 // Activations of elementwise.glsl and of gemv.glsl's gate/up epilogue, so that prefill and decode compute

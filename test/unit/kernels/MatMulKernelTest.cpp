@@ -328,35 +328,39 @@ TEST_F(MatMulKernelTest, WorkgroupScopeMatchesTheReference) {
 }
 
 // The f16 rows that the grouped projections' norm launch writes for the tensor-core matmul: rows shorter
-// and longer than the workgroup, values large enough to overflow f16 unnormalised, and a row of zeros.
+// and longer than the workgroup, values large enough to overflow f16 unnormalised, and a row of zeros;
+// the sum of squares over the workgroup through shared memory alone or through subgroup operations.
 TEST_F(MatMulKernelTest, NormalizedRowsMatchTheReference) {
-  for (bool weighted : {true, false}) // without the weight: folded into the projection's weights
-    for (int64_t k :
-         {8l, 40l, 896l, 4096l, 4104l}) { // 4104: a last round of words only some invocations take
-      const uint32_t t = 5;
-      std::mt19937 rng(static_cast<uint32_t>(k));
-      std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
-      std::vector<float> x(t * k), g(k);
-      for (float &v : x) v = uniform(rng);
-      for (float &v : g) v = weighted ? 0.5f + 0.25f * uniform(rng) : 1.0f;
-      std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
-      for (int64_t i = 0; i < k; ++i) x[3 * k + i] *= 1e5f;
-      const double eps = 1e-6;
-      codegen::KernelSource source = codegen::normalizedRowsKernel(k, eps, weighted);
-      std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "norm rows test kernel");
-      std::vector<vk::Buffer> buffers;
-      buffers.push_back(upload(x, "x"));
-      if (weighted) buffers.push_back(upload(g, "g"));
-      buffers.push_back(output(t * k / 2, "result"));
-      buffers.push_back(state(0));
-      ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
-      run(spirv, buffers, {t, 1, 1}, t, "norm rows test kernel");
-      const std::vector<float> result = download(buffers[buffers.size() - 2], t * k, true);
-      const std::vector<_Float16> expected = normalizedHalfRows(x, g, t, k, eps);
-      for (size_t i = 0; i < result.size(); ++i) // f32 against double arithmetic: one f16 step at most
-        ASSERT_NEAR(result[i], float(expected[i]), std::abs(float(expected[i])) / 1024 + 1e-6)
-            << "K=" << k << ", row " << i / k << ", element " << i % k;
-    }
+  for (bool subgroupOps : {false, true})
+    for (bool weighted : {true, false}) // without the weight: folded into the projection's weights
+      for (int64_t k :
+           {8l, 40l, 896l, 4096l, 4104l}) { // 4104: a last round of words only some invocations take
+        const uint32_t t = 5;
+        std::mt19937 rng(static_cast<uint32_t>(k));
+        std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+        std::vector<float> x(t * k), g(k);
+        for (float &v : x) v = uniform(rng);
+        for (float &v : g) v = weighted ? 0.5f + 0.25f * uniform(rng) : 1.0f;
+        std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
+        for (int64_t i = 0; i < k; ++i) x[3 * k + i] *= 1e5f;
+        const double eps = 1e-6;
+        codegen::KernelSource source = codegen::normalizedRowsKernel(k, eps, weighted, subgroupOps);
+        std::vector<uint32_t> spirv =
+            compiler_.compile(codegen::writeKernel(source), "norm rows test kernel");
+        std::vector<vk::Buffer> buffers;
+        buffers.push_back(upload(x, "x"));
+        if (weighted) buffers.push_back(upload(g, "g"));
+        buffers.push_back(output(t * k / 2, "result"));
+        buffers.push_back(state(0));
+        ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+        run(spirv, buffers, {t, 1, 1}, t, "norm rows test kernel");
+        const std::vector<float> result = download(buffers[buffers.size() - 2], t * k, true);
+        const std::vector<_Float16> expected = normalizedHalfRows(x, g, t, k, eps);
+        for (size_t i = 0; i < result.size(); ++i) // f32 against double arithmetic: one f16 step at most
+          ASSERT_NEAR(result[i], float(expected[i]), std::abs(float(expected[i])) / 1024 + 1e-6)
+              << "K=" << k << ", row " << i / k << ", element " << i % k
+              << (subgroupOps ? ", subgroups" : "");
+      }
   EXPECT_THROW(codegen::normalizedRowsKernel(36, 1e-6), codegen::CodegenError); // not whole 16-byte words
 }
 
