@@ -14,9 +14,9 @@
 #define UNIT_DIMS 1
 #endif
 #if UNIT_DIMS == 4
-#define Unit4 vec4
+#define UnitValue vec4
 #else
-#define Unit4 float
+#define UnitValue float
 #endif
 const uint Q_ROW = Q_HEADS * HEAD_DIM, KV_ROW = KV_HEADS * HEAD_DIM;
 const uint HALF = ROTARY_DIM / 2u, DIMS = uint(UNIT_DIMS);
@@ -26,7 +26,7 @@ const uint ROTATED_UNITS = (Q_HEADS + KV_HEADS) * QK_UNITS, UNITS = ROTATED_UNIT
 shared vec2 cosSin_[HALF];  // the workgroup's token's (one position), computed once
 
 // Elements e .. e + UNIT_DIMS - 1 of part 0 (q), 1 (k) or 2 (v) of token t (e a multiple of UNIT_DIMS).
-Unit4 loadPart(uint part, uint t, uint e) {
+UnitValue loadPart(uint part, uint t, uint e) {
 #if UNIT_DIMS == 4
   return part == 0u ? q_v4[(t * Q_ROW + e) / 4u] : part == 1u ? k_v4[(t * KV_ROW + e) / 4u] : v_v4[(t * KV_ROW + e) / 4u];
 #else
@@ -48,7 +48,7 @@ Unit unitOf(uint u) {
 }
 
 // Elements e .. e + UNIT_DIMS - 1 (within their part) of token t, rotated or not, to the queries or the cache.
-void storePart(uint part, uint t, uint position, uint e, Unit4 value) {
+void storePart(uint part, uint t, uint position, uint e, UnitValue value) {
   uint slot = ((e / HEAD_DIM) * SEQ + position) * HEAD_DIM + e % HEAD_DIM;
 #if UNIT_DIMS == 4
 #if CACHE_HALF
@@ -67,7 +67,7 @@ void storePart(uint part, uint t, uint position, uint e, Unit4 value) {
 }
 
 // The cos and sin of the UNIT_DIMS pairs from pair i (< HALF).
-void cosSinAt(uint i, out Unit4 c, out Unit4 s) {
+void cosSinAt(uint i, out UnitValue c, out UnitValue s) {
 #if UNIT_DIMS == 4
   [[unroll]] for (uint j = 0; j < 4u; ++j) c[j] = cosSin_[i + j].x, s[j] = cosSin_[i + j].y;
 #else
@@ -80,18 +80,18 @@ void main() {
   uint position = state_.position + t;
   for (uint i = gl_LocalInvocationID.x; i < HALF; i += WORKGROUP)
     cosSin_[i] = rotaryCosSin(float(position), invFreqAt(i)) * ATTENTION_SCALING;
-  Unit4 values[LOADS], partners[LOADS];
+  UnitValue values[LOADS], partners[LOADS];
   [[unroll]] for (uint u = 0; u < LOADS; ++u) {
     Unit unit = unitOf(min(first + u * WORKGROUP, UNITS - 1u));
     values[u] = loadPart(unit.part, t, unit.first);
-    partners[u] = unit.pair ? loadPart(unit.part, t, unit.first + HALF) : Unit4(0.0);
+    partners[u] = unit.pair ? loadPart(unit.part, t, unit.first + HALF) : UnitValue(0.0);
   }
   barrier();
   [[unroll]] for (uint u = 0; u < LOADS; ++u) {
     if (first + u * WORKGROUP >= UNITS) continue;
     Unit unit = unitOf(first + u * WORKGROUP);
     if (unit.pair) {
-      Unit4 c, s;
+      UnitValue c, s;
       cosSinAt(unit.first % HEAD_DIM, c, s);
       storePart(unit.part, t, position, unit.first, values[u] * c - partners[u] * s);
       storePart(unit.part, t, position, unit.first + HALF, partners[u] * c + values[u] * s);
