@@ -451,6 +451,7 @@ private:
           bind("w", Access::Read, operand(1));
           bind("result", Access::Write, result);
           k.source.needsReduction = true;
+          k.source.subgroupOps = options_.subgroupOps;
         })
         .Case<gd::LayerNormOp>([&](gd::LayerNormOp n) {
           define("ROW", uintValue(rowWidth(n.getInput())));
@@ -460,6 +461,7 @@ private:
           bind("bias", Access::Read, operand(2));
           bind("result", Access::Write, result);
           k.source.needsReduction = true;
+          k.source.subgroupOps = options_.subgroupOps;
         })
         .Case<gd::MatMulOp, gd::LinearOp>([&](Operation *m) {
           // matmul, or linear with an RMSNorm prologue and/or a residual epilogue: the tiled or the

@@ -164,6 +164,13 @@ TEST_P(ModelTest, F16WithFusedEmbeddingKeepsGreedyTokens) {
   checkAgainstReference("f16", 0.1, "--fuse-embedding");
 }
 
+// Reductions through shared memory only (--no-subgroup-ops, for devices without subgroup arithmetic): the
+// gemvs', the decode attention's and the norms' workgroup sums, which the default plans take through
+// subgroup operations.
+TEST_P(ModelTest, F32WithoutSubgroupOpsMatchesTransformers) {
+  checkAgainstReference("f32", 1e-3, "--no-subgroup-ops");
+}
+
 // Kernels that reach their buffers through device addresses (--buffer-addresses) compute what they compute
 // through descriptors: the f32 path's tolerance.
 TEST_P(ModelTest, F32ByBufferAddressesMatchesTransformers) {
