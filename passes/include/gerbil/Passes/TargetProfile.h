@@ -143,15 +143,15 @@ inline constexpr int64_t kTwoByFourRows = 4096;
 // another against the catalog's in the model), split over K as that tiling says or, where it says nothing
 // (no split), as the catalog would split it.
 inline CoopMatMulTiling coopTilingFor(const TargetProfile &profile, int64_t n, int64_t k) {
-  if (!profile.wideTiling || !profile.cooperativeMatrix || !isWideCoopMatMul(n, k)) {
-    CoopMatMulTiling tiling = catalogCoopTiling(profile, n, k);
-    if (!profile.tilingGiven && profile.cooperativeMatrix && n >= kTwoByFourRows && tiling.tileT == 128 &&
-        tiling.tileN == 128 && tiling.warpsT == 4 && tiling.warpsN == 4)
-      tiling.warpsT = 2;
+  if (!profile.cooperativeMatrix || !isWideCoopMatMul(n, k)) return catalogCoopTiling(profile, n, k);
+  if (profile.wideTiling) {
+    CoopMatMulTiling tiling = *profile.wideTiling;
+    if (tiling.splitK == 1 && n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
     return tiling;
   }
-  CoopMatMulTiling tiling = *profile.wideTiling;
-  if (tiling.splitK == 1 && n < kMidCoopMatMul) tiling.splitK = coopSplitK(tiling, n, k);
+  // The catalog's wide tiles, on 4 × 4 subgroups unless --target gives a tiling.
+  CoopMatMulTiling tiling = catalogCoopTiling(profile, n, k);
+  if (!profile.tilingGiven && n >= kTwoByFourRows) tiling.warpsT = 2;
   return tiling;
 }
 inline int64_t coopGateUpColumns(const CoopMatMulTiling &tiling, int64_t n) {
