@@ -155,7 +155,8 @@ VulkanError Context::outOfMemory(const std::string &what, uint64_t bytes) const 
                      "); the device has " + mebibytes(info_.deviceLocalBytes));
 }
 
-VkMemoryRequirements Context::createHandle(Buffer &buffer, uint64_t size, const std::string &what) {
+VkMemoryRequirements Context::createHandle(Buffer &buffer, uint64_t size, const std::string &what,
+                                           bool hostVisible) {
   Impl &s = *impl_;
   buffer.ctx_ = this;
   buffer.size_ = size;
@@ -166,6 +167,10 @@ VkMemoryRequirements Context::createHandle(Buffer &buffer, uint64_t size, const 
                      VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   if (bufferDeviceAddress_) bufferInfo.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   bufferInfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkExternalMemoryBufferCreateInfo external{};
+  external.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
+  external.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
+  if (s.allocation == MemoryAllocation::Exportable && !hostVisible) bufferInfo.pNext = &external;
   VkResult result = vkCreateBuffer(s.device, &bufferInfo, nullptr, &buffer.buffer_);
   if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY)
     throw outOfMemory(what, size);
@@ -177,17 +182,40 @@ VkMemoryRequirements Context::createHandle(Buffer &buffer, uint64_t size, const 
 }
 
 VkDeviceMemory Context::allocateMemory(uint64_t bytes, uint32_t typeBits, bool hostVisible,
-                                       const std::string &what, bool &mappable) {
+                                       const std::string &what, bool &mappable, VkBuffer dedicatedTo) {
   Impl &s = *impl_;
+  // The structures ContextOptions::allocation chains in (host-visible buffers are allocated plainly).
+  const MemoryAllocation way = hostVisible ? MemoryAllocation::Plain : s.allocation;
+  VkMemoryAllocateFlagsInfo addressable{};
+  addressable.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO;
+  addressable.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+  VkMemoryDedicatedAllocateInfo dedicated{};
+  dedicated.sType = VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO;
+  dedicated.buffer = dedicatedTo;
+  VkExportMemoryAllocateInfo exported{};
+  exported.sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO;
+  exported.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
+  VkMemoryPriorityAllocateInfoEXT priority{};
+  priority.sType = VK_STRUCTURE_TYPE_MEMORY_PRIORITY_ALLOCATE_INFO_EXT;
+  priority.priority = 1.0f;
+  const void *chain = nullptr;
+  auto link = [&chain](auto &info) {
+    info.pNext = const_cast<void *>(chain);
+    chain = &info;
+  };
+  if (bufferDeviceAddress_) link(addressable);
+  // Exported memory is dedicated: drivers may export nothing else (externalMemoryFeatures' dedicated-only).
+  if ((way == MemoryAllocation::Dedicated || way == MemoryAllocation::Exportable) && dedicatedTo) {
+    link(dedicated);
+    if (way == MemoryAllocation::Exportable) link(exported);
+  }
+  if (way == MemoryAllocation::Priority) link(priority);
   for (uint32_t type : memoryTypeCandidates(s.memory, typeBits, hostVisible && !s.forceStaging)) {
     VkMemoryAllocateInfo allocateInfo{};
     allocateInfo.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
     allocateInfo.allocationSize = bytes;
     allocateInfo.memoryTypeIndex = type;
-    VkMemoryAllocateFlagsInfo addressable{};
-    addressable.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO;
-    addressable.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
-    if (bufferDeviceAddress_) allocateInfo.pNext = &addressable;
+    allocateInfo.pNext = chain;
     VkDeviceMemory memory = VK_NULL_HANDLE;
     VkResult result = vkAllocateMemory(s.device, &allocateInfo, nullptr, &memory);
     if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) continue;
@@ -203,10 +231,10 @@ Buffer Context::createBuffer(uint64_t bytes, const std::string &what, bool hostV
   uint64_t size = checkedBufferSize(bytes, what);
   // Filled in step by step so that its destructor cleans up whatever was made if a later step throws.
   Buffer buffer;
-  VkMemoryRequirements requirements = createHandle(buffer, size, what);
+  VkMemoryRequirements requirements = createHandle(buffer, size, what, hostVisible);
   bool mappable = false;
-  buffer.memory_ =
-      allocateMemory(requirements.size, requirements.memoryTypeBits, hostVisible, what, mappable);
+  buffer.memory_ = allocateMemory(requirements.size, requirements.memoryTypeBits, hostVisible, what, mappable,
+                                  buffer.buffer_);
   check(vkBindBufferMemory(s.device, buffer.buffer_, buffer.memory_, 0),
         "vkBindBufferMemory for '" + what + "'");
   if (mappable)
@@ -226,8 +254,8 @@ std::vector<Buffer> Context::createBuffers(std::span<const BufferRequest> reques
   blockBytes = std::min(blockBytes, s.maxAllocationBytes);
   std::vector<VkMemoryRequirements> requirements(requests.size());
   for (size_t i = 0; i < requests.size(); ++i)
-    requirements[i] =
-        createHandle(buffers[i], checkedBufferSize(requests[i].bytes, requests[i].what), requests[i].what);
+    requirements[i] = createHandle(buffers[i], checkedBufferSize(requests[i].bytes, requests[i].what),
+                                   requests[i].what, false);
   // Blocks of consecutive buffers: each takes buffers while they fit (and share a memory type).
   for (size_t first = 0; first < buffers.size();) {
     std::vector<uint64_t> offsets;
@@ -245,7 +273,9 @@ std::vector<Buffer> Context::createBuffers(std::span<const BufferRequest> reques
     std::string what =
         last - first == 1 ? requests[first].what : requests[first].what + " to " + requests[last - 1].what;
     bool mappable = false;
-    VkDeviceMemory memory = allocateMemory(end, typeBits, false, what, mappable);
+    // A block of one buffer is that buffer's alone, and may be dedicated to it.
+    VkDeviceMemory memory = allocateMemory(end, typeBits, false, what, mappable,
+                                           last - first == 1 ? buffers[first].buffer_ : VK_NULL_HANDLE);
     auto shared = std::make_shared<const Buffer::SharedMemory>(s.device, memory);
     void *mapped = nullptr;
     if (mappable)

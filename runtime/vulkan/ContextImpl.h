@@ -92,6 +92,7 @@ struct Context::Impl {
   std::vector<VkCommandBuffer> submittedCommandBuffers;
   VkFence fence = VK_NULL_HANDLE;
   bool forceStaging = false;
+  MemoryAllocation allocation = MemoryAllocation::Plain;
   uint64_t stagingChunkBytes = 64 * detail::kMiB;
   uint32_t spinWaitMicroseconds = 0;
 

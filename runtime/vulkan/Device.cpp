@@ -571,6 +571,27 @@ VkDescriptorSet Context::Impl::allocateDescriptorSet(VkDescriptorSetLayout layou
   }
 }
 
+std::optional<MemoryAllocation> parseMemoryAllocation(const std::string &name) {
+  for (MemoryAllocation way : {MemoryAllocation::Plain, MemoryAllocation::Dedicated,
+                               MemoryAllocation::Exportable, MemoryAllocation::Priority})
+    if (name == memoryAllocationName(way)) return way;
+  return std::nullopt;
+}
+
+const char *memoryAllocationName(MemoryAllocation allocation) {
+  switch (allocation) {
+  case MemoryAllocation::Plain:
+    return "plain";
+  case MemoryAllocation::Dedicated:
+    return "dedicated";
+  case MemoryAllocation::Exportable:
+    return "exportable";
+  case MemoryAllocation::Priority:
+    return "priority";
+  }
+  return "plain";
+}
+
 bool DeviceInfo::hasExtension(const std::string &name) const {
   return std::binary_search(extensions.begin(), extensions.end(), name);
 }
@@ -594,6 +615,7 @@ std::vector<DeviceInfo> Context::listDevices() {
 Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()) {
   Impl &s = *impl_;
   s.forceStaging = options.forceStaging;
+  s.allocation = options.allocation;
   s.stagingChunkBytes = std::max<uint64_t>(options.stagingChunkBytes, 4096);
   s.instance = createInstance(options.validation || envFlag("GERBIL_VK_VALIDATION"), &s.validationErrors);
 
@@ -732,6 +754,26 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     atomicFloat.pNext = enabled.pNext;
     enabled.pNext = &atomicFloat;
     bufferFloatAtomicAdd_ = atomicFloat.shaderBufferFloat32AtomicAdd;
+  }
+  // The extension (and feature) that ContextOptions::allocation's way of allocating needs.
+  const char *allocationExtension =
+      options.allocation == MemoryAllocation::Exportable ? VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME
+      : options.allocation == MemoryAllocation::Priority ? VK_EXT_MEMORY_PRIORITY_EXTENSION_NAME
+                                                         : nullptr;
+  if (allocationExtension) {
+    if (!info_.hasExtension(allocationExtension))
+      throw VulkanError(info_.name + " has no " + allocationExtension + " (memory allocation '" +
+                        memoryAllocationName(options.allocation) + "')");
+    if (!enabling(allocationExtension)) extensionNames.push_back(allocationExtension);
+  }
+  VkPhysicalDeviceMemoryPriorityFeaturesEXT memoryPriority{};
+  memoryPriority.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PRIORITY_FEATURES_EXT;
+  if (options.allocation == MemoryAllocation::Priority) {
+    queryFeatures(s.physical, &memoryPriority);
+    if (!memoryPriority.memoryPriority)
+      throw VulkanError(info_.name + " has VK_EXT_memory_priority without its memoryPriority feature");
+    memoryPriority.pNext = enabled.pNext;
+    enabled.pNext = &memoryPriority;
   }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executableInfo{};
   executableInfo.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;

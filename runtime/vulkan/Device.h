@@ -78,6 +78,20 @@ struct DeviceInfo {
 
 inline constexpr uint32_t kDefaultSpinWaitMicroseconds = 20000;
 
+// How device-local buffers get their memory (ContextOptions::allocation). The driver alone decides how it
+// maps an allocation (its page size among others); these are the ways Vulkan has of asking for memory that
+// a driver may treat differently. Llama-3-8B's decode gemvs lose 2-5 us each to missed address translations
+// (docs/decode-latency.md): whether any of them maps weights with larger pages is for the GPU to show.
+enum class MemoryAllocation {
+  Plain,      // vkAllocateMemory alone
+  Dedicated,  // an allocation made for its one buffer (VkMemoryDedicatedAllocateInfo)
+  Exportable, // dedicated and exportable as a file descriptor (VK_KHR_external_memory_fd), as interop is
+  Priority,   // at the highest priority (VK_EXT_memory_priority)
+};
+// "plain", "dedicated", "exportable", "priority"; nullopt for another name.
+std::optional<MemoryAllocation> parseMemoryAllocation(const std::string &name);
+const char *memoryAllocationName(MemoryAllocation allocation);
+
 struct ContextOptions {
   int deviceIndex = -1;      // -1: the first discrete GPU, else the first device
   bool validation = false;   // VK_LAYER_KHRONOS_validation (also turned on by GERBIL_VK_VALIDATION=1)
@@ -101,6 +115,10 @@ struct ContextOptions {
   // 588c0b1: Qwen2.5-0.5B's 512-token prefill 6.14 -> 6.04 ms, decode 0.810 -> 0.801 ms a token). Unset:
   // kDefaultSpinWaitMicroseconds, except on CPU devices, whose threads a polling host would slow.
   std::optional<uint32_t> spinWaitMicroseconds;
+  // How device-local buffers get their memory; the extension a way needs is enabled, and a device without
+  // it refused (VulkanError naming it). Buffers that share a block (createBuffers) are never dedicated, nor
+  // exported.
+  MemoryAllocation allocation = MemoryAllocation::Plain;
 };
 
 class Context;
@@ -235,9 +253,10 @@ private:
   // Buffers.cpp: the steps createBuffer and createBuffers share.
   uint64_t checkedBufferSize(uint64_t bytes, const std::string &what) const;
   VulkanError outOfMemory(const std::string &what, uint64_t bytes) const;
-  VkMemoryRequirements createHandle(Buffer &buffer, uint64_t size, const std::string &what);
+  VkMemoryRequirements createHandle(Buffer &buffer, uint64_t size, const std::string &what, bool hostVisible);
+  // dedicatedTo: the buffer the allocation is for alone (ContextOptions::allocation), or VK_NULL_HANDLE.
   VkDeviceMemory allocateMemory(uint64_t bytes, uint32_t typeBits, bool hostVisible, const std::string &what,
-                                bool &mappable);
+                                bool &mappable, VkBuffer dedicatedTo);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   DeviceInfo info_;

@@ -470,6 +470,56 @@ TEST(VulkanBuffers, DeviceAddressesWhereAsked) {
   EXPECT_EQ(sent, received);
 }
 
+// Each way of allocating (ContextOptions::allocation) gives buffers that keep their bytes and feed a
+// dispatch, alone or in shared blocks, with device addresses or without, and the validation layer (where
+// installed) accepts the structures it chains; a device without the extension a way needs is refused by name.
+TEST(VulkanBuffers, EveryWayOfAllocatingKeepsTheBytes) {
+  for (MemoryAllocation way : {MemoryAllocation::Plain, MemoryAllocation::Dedicated,
+                               MemoryAllocation::Exportable, MemoryAllocation::Priority}) {
+    const std::string name = memoryAllocationName(way);
+    EXPECT_EQ(parseMemoryAllocation(name), way);
+    for (bool addresses : {false, true}) {
+      ContextOptions options;
+      options.allocation = way;
+      options.validation = true;
+      options.bufferDeviceAddress = addresses;
+      std::unique_ptr<Context> ctx;
+      try {
+        ctx = std::make_unique<Context>(options);
+      } catch (const NoDeviceError &e) {
+        GTEST_SKIP() << e.what();
+      } catch (const VulkanError &e) {
+        ASSERT_NE(way, MemoryAllocation::Plain) << e.what();
+        ASSERT_NE(way, MemoryAllocation::Dedicated) << e.what(); // core since Vulkan 1.1
+        const char *extension =
+            way == MemoryAllocation::Exportable ? "VK_KHR_external_memory_fd" : "VK_EXT_memory_priority";
+        EXPECT_NE(std::string(e.what()).find(extension), std::string::npos) << e.what();
+        continue;
+      }
+      Buffer alone = ctx->createBuffer(4000, "alone");
+      std::vector<Buffer> blocks = ctx->createBuffers(
+          std::vector<BufferRequest>{{4000, "first"}, {4000, "second"}, {1 << 20, "big"}}, 64 << 10);
+      constexpr uint32_t n = 1000;
+      std::vector<float> input = ramp(n);
+      ctx->upload(alone, 0, input.data(), n * sizeof(float));
+      Pipeline pipeline =
+          ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+      for (Buffer *result : {&blocks[1], &blocks[2]}) {
+        VkDescriptorSet set =
+            ctx->createDescriptorSet(pipeline, {{alone.handle(), 0, 0}, {result->handle(), 0, 0}});
+        VkCommandBuffer cmd = ctx->beginCommands();
+        recordDoublePlusStart(*ctx, cmd, pipeline, set, n, 3);
+        ctx->submitAndWait(cmd);
+        std::vector<float> output(n);
+        ctx->download(*result, 0, output.data(), n * sizeof(float));
+        for (uint32_t i = 0; i < n; ++i)
+          ASSERT_EQ(output[i], 2.0f * input[i] + 3.0f) << name << ", element " << i;
+      }
+      EXPECT_EQ(ctx->validationErrors(), 0u) << name << (addresses ? " with addresses" : "");
+    }
+  }
+}
+
 TEST(VulkanContext, FloatAtomicsWhereAsked) {
   {
     CONTEXT_OR_SKIP(plain, ContextOptions{});

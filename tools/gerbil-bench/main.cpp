@@ -86,6 +86,13 @@ int main(int argc, char **argv) {
   gerbil::cli::addSpinWaitOption(app, spinWait, gerbil::vk::kDefaultSpinWaitMicroseconds);
   uint64_t weightBlockMiB = 0;
   gerbil::cli::addWeightBlockOption(app, weightBlockMiB, gerbil::exec::kDefaultWeightBlockBytes >> 20);
+  std::string allocation = "plain";
+  app.add_option("--allocation", allocation,
+                 "Developers: how the weights and buffers get their device memory (plain; dedicated, "
+                 "exportable, priority: ways a driver may map differently; dedicated and exportable need "
+                 "--weight-block-mib 0)")
+      ->check(CLI::IsMember({"plain", "dedicated", "exportable", "priority"}))
+      ->capture_default_str();
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
   CLI11_PARSE(app, argc, argv);
@@ -98,6 +105,7 @@ int main(int argc, char **argv) {
     gerbil::vk::ContextOptions options = gerbil::exec::contextOptionsFor(plan);
     options.deviceIndex = device;
     options.spinWaitMicroseconds = spinWait;
+    options.allocation = *gerbil::vk::parseMemoryAllocation(allocation);
     gerbil::vk::Context context(options);
     gerbil::exec::checkDevice(plan, context.info());
     auto loadStart = Clock::now();
@@ -162,6 +170,9 @@ int main(int argc, char **argv) {
                                {"ms_per_token", msPerToken},
                                {"tokens_per_s", 1000.0 / msPerToken},
                                {"weight_gb_per_s", weightBytes / (msPerToken / 1000) / 1e9}}}};
+    if (allocation != "plain") result["allocation"] = allocation;
+    if (weightBlockMiB != gerbil::exec::kDefaultWeightBlockBytes >> 20)
+      result["weight_block_mib"] = weightBlockMiB;
     if (withProfile) {
       executor.reset();
       result["profile_prefill"] = profile(executor, plan, plan.prefill, prefillPrompt);
