@@ -29,6 +29,10 @@ struct Buffer::SharedMemory {
 // ---------------------------------------------------------------------------------------------------------
 // Buffer
 
+VkDeviceMemory Buffer::memory() const {
+  return sharedMemory_ ? sharedMemory_->memory : memory_;
+}
+
 Buffer::Buffer(Buffer &&o) noexcept {
   *this = std::move(o); // this one is empty: nothing to release first
 }
@@ -256,7 +260,11 @@ std::vector<Buffer> Context::createBuffers(std::span<const BufferRequest> reques
   for (size_t i = 0; i < requests.size(); ++i)
     requirements[i] = createHandle(buffers[i], checkedBufferSize(requests[i].bytes, requests[i].what),
                                    requests[i].what, false);
-  // Blocks of consecutive buffers: each takes buffers while they fit (and share a memory type).
+  // Blocks of consecutive buffers: each takes buffers while they fit (and share a memory type); where
+  // allocations are dedicated, a large buffer is a block of its own, and its allocation dedicated to it.
+  const bool dedicating =
+      s.allocation == MemoryAllocation::Dedicated || s.allocation == MemoryAllocation::Exportable;
+  auto alone = [&](size_t i) { return dedicating && requirements[i].size >= kOwnAllocationBytes; };
   for (size_t first = 0; first < buffers.size();) {
     std::vector<uint64_t> offsets;
     uint64_t end = 0;
@@ -265,7 +273,9 @@ std::vector<Buffer> Context::createBuffers(std::span<const BufferRequest> reques
     for (; last < buffers.size(); ++last) {
       uint64_t offset = alignUp(end, requirements[last].alignment);
       uint32_t bits = typeBits & requirements[last].memoryTypeBits;
-      if (last > first && (bits == 0 || offset + requirements[last].size > blockBytes)) break;
+      if (last > first &&
+          (bits == 0 || offset + requirements[last].size > blockBytes || alone(first) || alone(last)))
+        break;
       typeBits = bits;
       offsets.push_back(offset);
       end = offset + requirements[last].size;

@@ -80,14 +80,20 @@ inline constexpr uint32_t kDefaultSpinWaitMicroseconds = 20000;
 
 // How device-local buffers get their memory (ContextOptions::allocation). The driver alone decides how it
 // maps an allocation (its page size among others); these are the ways Vulkan has of asking for memory that
-// a driver may treat differently. Llama-3-8B's decode gemvs lose 2-5 us each to missed address translations
-// (docs/decode-latency.md): whether any of them maps weights with larger pages is for the GPU to show.
+// a driver may treat differently. On an H100 (sweep cm, docs/decode-latency.md) the 8B's decode gemvs over
+// 16 GiB of weights lost 3-4 us each to missed address translations in plain allocations, whether one a
+// buffer or shared, and none in dedicated ones (as if mapped with larger pages): Llama-3-8B decoded at
+// 174.4 -> 180.6 tok/s and prefilled in 33.02 -> 32.27 ms.
 enum class MemoryAllocation {
   Plain,      // vkAllocateMemory alone
   Dedicated,  // an allocation made for its one buffer (VkMemoryDedicatedAllocateInfo)
   Exportable, // dedicated and exportable as a file descriptor (VK_KHR_external_memory_fd), as interop is
   Priority,   // at the highest priority (VK_EXT_memory_priority)
 };
+// Where allocations are dedicated, createBuffers gives buffers of at least this many bytes (a large page's)
+// allocations of their own: the weight matrices, whose reads gain from the dedicated mapping; the small
+// ones (norm weights, biases) still share blocks.
+inline constexpr uint64_t kOwnAllocationBytes = 2ull << 20;
 // "plain", "dedicated", "exportable", "priority"; nullopt for another name.
 std::optional<MemoryAllocation> parseMemoryAllocation(const std::string &name);
 const char *memoryAllocationName(MemoryAllocation allocation);
@@ -118,7 +124,7 @@ struct ContextOptions {
   // How device-local buffers get their memory; the extension a way needs is enabled, and a device without
   // it refused (VulkanError naming it). Buffers that share a block (createBuffers) are never dedicated, nor
   // exported.
-  MemoryAllocation allocation = MemoryAllocation::Plain;
+  MemoryAllocation allocation = MemoryAllocation::Dedicated;
 };
 
 class Context;
@@ -139,6 +145,8 @@ public:
   uint64_t size() const { return size_; }
   // The host mapping of a host-visible buffer, else nullptr.
   void *mappedData() const { return mapped_; }
+  // The allocation it lies in (its own, or a block it shares with others: Context::createBuffers).
+  VkDeviceMemory memory() const;
   // The buffer's device address, for a context made with bufferDeviceAddress on a device that has it;
   // throws VulkanError otherwise.
   uint64_t deviceAddress() const;
@@ -200,9 +208,9 @@ public:
   // host-visible memory is preferred where the device has it.
   Buffer createBuffer(uint64_t bytes, const std::string &what, bool hostVisible = false);
   // Device-local buffers that share allocations of at most blockBytes each, in request order (a buffer
-  // larger than that has one of its own; blockBytes 0: every buffer its own, as createBuffer). A model of
-  // many tensors then needs few allocations, of which drivers may allow as few as 4096
-  // (maxMemoryAllocationCount). Kernels read them no faster (docs/decode-latency.md).
+  // larger than that has one of its own, and so has one of kOwnAllocationBytes or more where allocations
+  // are dedicated; blockBytes 0: every buffer its own, as createBuffer). A model of many small tensors then
+  // needs few allocations, of which drivers may allow as few as 4096 (maxMemoryAllocationCount).
   std::vector<Buffer> createBuffers(std::span<const BufferRequest> requests, uint64_t blockBytes);
   // Host <-> device copies through a staging buffer; they wait until done. Many uploads in a row (a model's
   // weights) go faster through one UploadStream (UploadStream.h), which upload itself uses.

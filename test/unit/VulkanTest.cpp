@@ -520,6 +520,38 @@ TEST(VulkanBuffers, EveryWayOfAllocatingKeepsTheBytes) {
   }
 }
 
+// Where allocations are dedicated (the default), createBuffers gives a buffer of kOwnAllocationBytes or more
+// an allocation of its own, and the smaller ones around it still share blocks; plain allocations share.
+TEST(VulkanBuffers, LargeBuffersGetAllocationsOfTheirOwnWhereDedicated) {
+  const std::vector<BufferRequest> requests = {{1000, "norm a"},
+                                               {2000, "norm b"},
+                                               {kOwnAllocationBytes, "matrix"},
+                                               {1000, "norm c"},
+                                               {1000, "norm d"}};
+  for (MemoryAllocation way : {MemoryAllocation::Dedicated, MemoryAllocation::Plain}) {
+    ContextOptions options;
+    options.allocation = way;
+    CONTEXT_OR_SKIP(ctx, options);
+    std::vector<Buffer> buffers = ctx->createBuffers(requests, 64 << 20);
+    EXPECT_EQ(buffers[0].memory(), buffers[1].memory());
+    EXPECT_EQ(buffers[3].memory(), buffers[4].memory());
+    if (way == MemoryAllocation::Dedicated) {
+      EXPECT_NE(buffers[2].memory(), buffers[1].memory());
+      EXPECT_NE(buffers[2].memory(), buffers[3].memory());
+    } else {
+      EXPECT_EQ(buffers[2].memory(), buffers[0].memory());
+      EXPECT_EQ(buffers[4].memory(), buffers[0].memory());
+    }
+    for (size_t i = 0; i < buffers.size(); ++i) { // each keeps its bytes
+      std::vector<uint8_t> sent = bytePattern(buffers[i].size(), uint32_t(i + 1)),
+                           received(buffers[i].size());
+      ctx->upload(buffers[i], 0, sent.data(), sent.size());
+      ctx->download(buffers[i], 0, received.data(), received.size());
+      EXPECT_EQ(received, sent) << requests[i].what << ", " << memoryAllocationName(way);
+    }
+  }
+}
+
 TEST(VulkanContext, FloatAtomicsWhereAsked) {
   {
     CONTEXT_OR_SKIP(plain, ContextOptions{});

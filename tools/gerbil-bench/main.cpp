@@ -86,11 +86,12 @@ int main(int argc, char **argv) {
   gerbil::cli::addSpinWaitOption(app, spinWait, gerbil::vk::kDefaultSpinWaitMicroseconds);
   uint64_t weightBlockMiB = 0;
   gerbil::cli::addWeightBlockOption(app, weightBlockMiB, gerbil::exec::kDefaultWeightBlockBytes >> 20);
-  std::string allocation = "plain";
-  app.add_option("--allocation", allocation,
-                 "Developers: how the weights and buffers get their device memory (plain; dedicated, "
-                 "exportable, priority: ways a driver may map differently; dedicated and exportable need "
-                 "--weight-block-mib 0)")
+  std::string allocation = "dedicated";
+  app.add_option(
+         "--allocation", allocation,
+         "Developers: how buffers get their device memory (dedicated: an allocation of its own for each "
+         "weight matrix and large buffer; plain: shared blocks as the weight block size allows; "
+         "exportable, priority: other ways a driver may map differently)")
       ->check(CLI::IsMember({"plain", "dedicated", "exportable", "priority"}))
       ->capture_default_str();
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
@@ -170,7 +171,7 @@ int main(int argc, char **argv) {
                                {"ms_per_token", msPerToken},
                                {"tokens_per_s", 1000.0 / msPerToken},
                                {"weight_gb_per_s", weightBytes / (msPerToken / 1000) / 1e9}}}};
-    if (allocation != "plain") result["allocation"] = allocation;
+    result["allocation"] = allocation;
     if (weightBlockMiB != gerbil::exec::kDefaultWeightBlockBytes >> 20)
       result["weight_block_mib"] = weightBlockMiB;
     if (withProfile) {

@@ -56,7 +56,7 @@ struct Options {
   bool bufferDeviceAddress = false;
   // matmul, gemv, attention: the kernel reaches its buffers by address (gerbilc --buffer-addresses).
   bool bufferAddresses = false;
-  std::string allocation = "plain"; // vk::MemoryAllocation's name
+  std::string allocation = "dedicated"; // vk::MemoryAllocation's name
 };
 
 // --prefetch BYTES[@STRIDE] (repeatable), as gerbil-prefetch-weights gives a launch's prefetch workers.
@@ -318,9 +318,10 @@ int main(int argc, char **argv) {
 
   app.add_option(
          "--allocation", options.allocation,
-         "How buffers get their device memory: plain, dedicated (an allocation a buffer), exportable "
-         "(dedicated, as a file descriptor could export), priority (VK_EXT_memory_priority's highest): "
-         "ways a driver may map differently (--one-buffer and --pack-mib share allocations: plain)")
+         "How buffers get their device memory: dedicated (the default, as gerbil-exec: an allocation "
+         "dedicated to its buffer), plain, exportable (dedicated, as a file descriptor could export), "
+         "priority (VK_EXT_memory_priority's highest): ways a driver may map differently (--one-buffer "
+         "and --pack-mib share allocations: plain)")
       ->check(CLI::IsMember({"plain", "dedicated", "exportable", "priority"}));
   app.add_flag("--addressable-memory", options.bufferDeviceAddress,
                "Allocate every buffer with device addresses (as plans by address do) but bind them through "
@@ -479,7 +480,7 @@ int main(int argc, char **argv) {
     if (!options.subgroupOps) out["subgroup_ops"] = false;
     if (options.bufferAddresses) out["buffer_addresses"] = true;
     if (bench.hasBufferDeviceAddresses()) out["addressable_memory"] = true;
-    if (options.allocation != "plain") out["allocation"] = options.allocation;
+    out["allocation"] = options.allocation;
     if (mlpCommand->parsed()) {
       mlp.repeats = std::min(options.repeats, 200);
       mlp.defines = bench::parseDefines(options.defines);
