@@ -57,7 +57,8 @@ uint64_t weightRowBytes(const plan::Weight &weight);
 // convertWeight.
 const uint8_t *deviceBytesInPlace(const plan::Weight &weight, const weights::TensorView &tensor);
 
-// The weights share device allocations of up to blockBytes (vk::Context::createBuffers; 0: one each).
+// The small weights share device allocations of up to blockBytes, and each matrix has its own, dedicated to
+// it (vk::Context::createBuffers with the context's default allocation; blockBytes 0: one each).
 inline constexpr uint64_t kDefaultWeightBlockBytes = 1ull << 30;
 LoadedWeights uploadWeights(vk::Context &context, const plan::Plan &plan,
                             const weights::Checkpoint &checkpoint, const ProgressFn &progress,
