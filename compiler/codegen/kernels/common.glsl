@@ -8,59 +8,46 @@
 #endif
 
 #ifdef NEEDS_REDUCTION
-// Sum and max over the workgroup. Every invocation must call them (they contain barriers).
+// Sum (isMax false) or max over the workgroup; workgroupSum and workgroupMax name the two. Every invocation
+// must call them (they contain barriers), with the same isMax.
+float combine_(float a, float b, bool isMax) {
+  return isMax ? max(a, b) : a + b;
+}
 #if SUBGROUP_OPS
-// Each subgroup reduces its values, and every invocation adds up the subgroups' partials in the same order:
+// Each subgroup reduces its values, and every invocation combines the subgroups' partials in the same order:
 // two barriers instead of one for each halving of a tree over shared memory.
 shared float reduction_[WORKGROUP / MIN_SUBGROUP_SIZE];
-float workgroupSum(float v) {
-  v = subgroupAdd(v);
+float workgroupReduce(float v, bool isMax) {
+  v = isMax ? subgroupMax(v) : subgroupAdd(v);
   if (subgroupElect()) reduction_[gl_SubgroupID] = v;
   barrier();
-  float total = reduction_[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) total += reduction_[i];
+  float result = reduction_[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) result = combine_(result, reduction_[i], isMax);
   barrier();
-  return total;
-}
-
-float workgroupMax(float v) {
-  v = subgroupMax(v);
-  if (subgroupElect()) reduction_[gl_SubgroupID] = v;
-  barrier();
-  float m = reduction_[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) m = max(m, reduction_[i]);
-  barrier();
-  return m;
+  return result;
 }
 #else
 shared float reduction_[WORKGROUP];
 
-float workgroupSum(float v) {
+float workgroupReduce(float v, bool isMax) {
   uint tid = gl_LocalInvocationID.x;
   reduction_[tid] = v;
   barrier();
   for (uint s = WORKGROUP / 2; s > 0; s >>= 1) {
-    if (tid < s) reduction_[tid] += reduction_[tid + s];
+    if (tid < s) reduction_[tid] = combine_(reduction_[tid], reduction_[tid + s], isMax);
     barrier();
   }
-  float total = reduction_[0];
+  float result = reduction_[0];
   barrier();
-  return total;
-}
-
-float workgroupMax(float v) {
-  uint tid = gl_LocalInvocationID.x;
-  reduction_[tid] = v;
-  barrier();
-  for (uint s = WORKGROUP / 2; s > 0; s >>= 1) {
-    if (tid < s) reduction_[tid] = max(reduction_[tid], reduction_[tid + s]);
-    barrier();
-  }
-  float m = reduction_[0];
-  barrier();
-  return m;
+  return result;
 }
 #endif
+float workgroupSum(float v) {
+  return workgroupReduce(v, false);
+}
+float workgroupMax(float v) {
+  return workgroupReduce(v, true);
+}
 #endif
 
 // Activations of elementwise.glsl and of gemv.glsl's gate/up epilogue, so that prefill and decode compute
