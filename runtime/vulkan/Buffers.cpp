@@ -261,9 +261,14 @@ std::vector<Buffer> Context::createBuffers(std::span<const BufferRequest> reques
     requirements[i] = createHandle(buffers[i], checkedBufferSize(requests[i].bytes, requests[i].what),
                                    requests[i].what, false);
   // Blocks of consecutive buffers: each takes buffers while they fit (and share a memory type); where
-  // allocations are dedicated, a large buffer is a block of its own, and its allocation dedicated to it.
+  // allocations are dedicated, a large buffer is a block of its own, and its allocation dedicated to it,
+  // unless the large buffers would take more than half of the allocations the device allows.
+  const size_t large = static_cast<size_t>(
+      std::count_if(requirements.begin(), requirements.end(),
+                    [](const VkMemoryRequirements &r) { return r.size >= kOwnAllocationBytes; }));
   const bool dedicating =
-      s.allocation == MemoryAllocation::Dedicated || s.allocation == MemoryAllocation::Exportable;
+      (s.allocation == MemoryAllocation::Dedicated || s.allocation == MemoryAllocation::Exportable) &&
+      large <= s.maxAllocations / 2;
   auto alone = [&](size_t i) { return dedicating && requirements[i].size >= kOwnAllocationBytes; };
   for (size_t first = 0; first < buffers.size();) {
     std::vector<uint64_t> offsets;

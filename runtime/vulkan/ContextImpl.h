@@ -93,6 +93,7 @@ struct Context::Impl {
   VkFence fence = VK_NULL_HANDLE;
   bool forceStaging = false;
   MemoryAllocation allocation = MemoryAllocation::Plain;
+  uint32_t maxAllocations = 0; // ContextOptions::maxAllocations, else the device's limit
   uint64_t stagingChunkBytes = 64 * detail::kMiB;
   uint32_t spinWaitMicroseconds = 0;
 

@@ -658,6 +658,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   properties.pNext = &maintenance3;
   vkGetPhysicalDeviceProperties2(s.physical, &properties);
   s.limits = properties.properties.limits;
+  s.maxAllocations = options.maxAllocations.value_or(s.limits.maxMemoryAllocationCount);
   s.maxAllocationBytes = maintenance3.maxMemoryAllocationSize;
   if (isVulkan13) s.maxBufferBytes = maintenance4.maxBufferSize;
   vkGetPhysicalDeviceMemoryProperties(s.physical, &s.memory);

@@ -125,6 +125,8 @@ struct ContextOptions {
   // it refused (VulkanError naming it). Buffers that share a block (createBuffers) are never dedicated, nor
   // exported.
   MemoryAllocation allocation = MemoryAllocation::Dedicated;
+  // Tests: the allocations createBuffers may make (default: the device's maxMemoryAllocationCount).
+  std::optional<uint32_t> maxAllocations;
 };
 
 class Context;
@@ -210,7 +212,8 @@ public:
   // Device-local buffers that share allocations of at most blockBytes each, in request order (a buffer
   // larger than that has one of its own, and so has one of kOwnAllocationBytes or more where allocations
   // are dedicated; blockBytes 0: every buffer its own, as createBuffer). A model of many small tensors then
-  // needs few allocations, of which drivers may allow as few as 4096 (maxMemoryAllocationCount).
+  // needs few allocations, of which drivers may allow as few as 4096 (maxMemoryAllocationCount): where the
+  // large buffers alone would take more than half of them, they share blocks too.
   std::vector<Buffer> createBuffers(std::span<const BufferRequest> requests, uint64_t blockBytes);
   // Host <-> device copies through a staging buffer; they wait until done. Many uploads in a row (a model's
   // weights) go faster through one UploadStream (UploadStream.h), which upload itself uses.

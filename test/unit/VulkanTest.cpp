@@ -552,6 +552,30 @@ TEST(VulkanBuffers, LargeBuffersGetAllocationsOfTheirOwnWhereDedicated) {
   }
 }
 
+// A device that allows few allocations: large buffers that would take more than half of them share blocks
+// like the small ones, dedicated or not.
+TEST(VulkanBuffers, LargeBuffersShareBlocksWhereAllocationsAreFew) {
+  const std::vector<BufferRequest> requests = {
+      {kOwnAllocationBytes, "matrix a"}, {1000, "norm"}, {kOwnAllocationBytes, "matrix b"}};
+  for (uint32_t allowed : {4u, 3u}) {
+    ContextOptions options;
+    options.maxAllocations = allowed;
+    CONTEXT_OR_SKIP(ctx, options);
+    std::vector<Buffer> buffers = ctx->createBuffers(requests, 64 << 20);
+    if (allowed == 4) { // two large buffers of at most 2: their own
+      EXPECT_NE(buffers[0].memory(), buffers[1].memory());
+      EXPECT_NE(buffers[2].memory(), buffers[1].memory());
+    } else {
+      EXPECT_EQ(buffers[0].memory(), buffers[1].memory());
+      EXPECT_EQ(buffers[2].memory(), buffers[1].memory());
+    }
+    std::vector<uint8_t> sent = bytePattern(buffers[2].size(), 7), received(buffers[2].size());
+    ctx->upload(buffers[2], 0, sent.data(), sent.size());
+    ctx->download(buffers[2], 0, received.data(), received.size());
+    EXPECT_EQ(received, sent) << allowed << " allocations allowed";
+  }
+}
+
 TEST(VulkanContext, FloatAtomicsWhereAsked) {
   {
     CONTEXT_OR_SKIP(plain, ContextOptions{});
