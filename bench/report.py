@@ -33,6 +33,22 @@ def model_name(path):
     return os.path.basename(path).split(".gerbil")[0]
 
 
+def runtime_variants(results):
+    """device.sh's BENCH_VARIANTS runs: MODEL.variant-N.txt, the gerbil-bench arguments after '# ', then its
+    JSON; each becomes a row 'MODEL [ARGUMENTS]'."""
+    rows = {}
+    for path in glob.glob(os.path.join(results, "*.variant-*.txt")):
+        text = open(path).read()
+        first, _, rest = text.partition("\n")
+        try:
+            run = json.loads(rest[rest.index("{"):])
+        except ValueError:
+            run = None
+        model = os.path.basename(path).split(".variant-")[0]
+        rows[f"{model} [{first.removeprefix('# ').strip()}]"] = run
+    return rows
+
+
 def section(results, commit, title):
     machine = open(os.path.join(results, "machine.txt")).read().split("\n") if os.path.exists(
         os.path.join(results, "machine.txt")) else ["", ""]
@@ -43,6 +59,7 @@ def section(results, commit, title):
     copy_tb = transformers.get("copy_tb_per_s")
     baseline = {os.path.basename(m["config"]).removesuffix(".json"): m for m in transformers.get("models", [])}
     runs = {model_name(p): load_json(p) for p in glob.glob(os.path.join(results, "*.gerbil.json"))}
+    runs.update(runtime_variants(results))
     names = [n for n in ORDER if n in runs] + sorted(n for n in runs if n not in ORDER)
 
     out = [f"## {date} — {gpu}, commit {commit}{' — ' + title if title else ''}", ""]
@@ -63,8 +80,10 @@ def section(results, commit, title):
         roofline = f"{decode['tokens_per_s'] / (copy_tb * 1e3 / gb) * 100:.0f}%" if copy_tb else "?"
         t = baseline.get(name, {})
         lc = LLAMA_CPP.get(name, ("–", "–"))
-        # A variant plan (MODEL+VARIANT: other gerbilc options, the same weights) is held to its model's target.
-        base, variant = name.split("+", 1)[0], "+" in name
+        # A variant plan (MODEL+VARIANT: other gerbilc options, the same weights) or run (MODEL [ARGUMENTS]:
+        # other gerbil-bench options) is held to its model's target.
+        base = name.split("+", 1)[0].split(" [", 1)[0]
+        variant = base != name
         target = TARGETS.get(base, ("–", "–"))
         decode_target = f"(≥ {target[0]})" if variant else f"≥ {target[0]}"
         prefill_target = f"(≤ {target[1]} ms)" if variant else f"≤ {target[1]} ms"

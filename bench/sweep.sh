@@ -48,6 +48,7 @@ for line in open(sys.argv[1]):
     if r.get("weights_in_l2"): shape += " (L2)"
     if r.get("rotate_mib", 512) != 512: shape += f" ({r['rotate_mib']} MiB)"
     if r.get("one_buffer"): shape += " 1 buf"
-    if r.get("allocation", "dedicated") != "dedicated": shape += " " + r["allocation"]  # plain before 2026-12-06
+    # Lines without the key (before sweep cm) were timed in plain allocations, as was the default then.
+    if r.get("allocation", "dedicated") != "dedicated": shape += " " + r["allocation"]
     print(f"{r['kernel']:16} {shape:40} {' '.join(r['defines']):28} {r['ms'] * 1000:9.1f} us {rate}")
 EOF
