@@ -92,7 +92,7 @@ struct Context::Impl {
   std::vector<VkCommandBuffer> submittedCommandBuffers;
   VkFence fence = VK_NULL_HANDLE;
   bool forceStaging = false;
-  MemoryAllocation allocation = MemoryAllocation::Plain;
+  MemoryAllocation allocation = MemoryAllocation::Dedicated; // ContextOptions::allocation
   uint32_t maxAllocations = 0; // ContextOptions::maxAllocations, else the device's limit
   uint64_t stagingChunkBytes = 64 * detail::kMiB;
   uint32_t spinWaitMicroseconds = 0;

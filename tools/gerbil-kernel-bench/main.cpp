@@ -320,8 +320,8 @@ int main(int argc, char **argv) {
          "--allocation", options.allocation,
          "How buffers get their device memory: dedicated (the default, as gerbil-exec: an allocation "
          "dedicated to its buffer), plain, exportable (dedicated, as a file descriptor could export), "
-         "priority (VK_EXT_memory_priority's highest): ways a driver may map differently (--one-buffer "
-         "and --pack-mib share allocations: plain)")
+         "priority (VK_EXT_memory_priority's highest): ways a driver may map differently (with "
+         "--one-buffer or --pack-mib each buffer of copies is one allocation, made the same way)")
       ->check(CLI::IsMember({"plain", "dedicated", "exportable", "priority"}));
   app.add_flag("--addressable-memory", options.bufferDeviceAddress,
                "Allocate every buffer with device addresses (as plans by address do) but bind them through "
