@@ -209,7 +209,7 @@ VkDeviceMemory Context::allocateMemory(uint64_t bytes, uint32_t typeBits, bool h
   };
   if (bufferDeviceAddress_) link(addressable);
   // Exported memory is dedicated: drivers may export nothing else (externalMemoryFeatures' dedicated-only).
-  if ((way == MemoryAllocation::Dedicated || way == MemoryAllocation::Exportable) && dedicatedTo) {
+  if (dedicates(way) && dedicatedTo) {
     link(dedicated);
     if (way == MemoryAllocation::Exportable) link(exported);
   }
@@ -266,9 +266,7 @@ std::vector<Buffer> Context::createBuffers(std::span<const BufferRequest> reques
   const size_t large = static_cast<size_t>(
       std::count_if(requirements.begin(), requirements.end(),
                     [](const VkMemoryRequirements &r) { return r.size >= kOwnAllocationBytes; }));
-  const bool dedicating =
-      (s.allocation == MemoryAllocation::Dedicated || s.allocation == MemoryAllocation::Exportable) &&
-      large <= s.maxAllocations / 2;
+  const bool dedicating = dedicates(s.allocation) && large <= s.maxAllocations / 2;
   auto alone = [&](size_t i) { return dedicating && requirements[i].size >= kOwnAllocationBytes; };
   for (size_t first = 0; first < buffers.size();) {
     std::vector<uint64_t> offsets;

@@ -572,10 +572,15 @@ VkDescriptorSet Context::Impl::allocateDescriptorSet(VkDescriptorSetLayout layou
 }
 
 std::optional<MemoryAllocation> parseMemoryAllocation(const std::string &name) {
-  for (MemoryAllocation way : {MemoryAllocation::Plain, MemoryAllocation::Dedicated,
-                               MemoryAllocation::Exportable, MemoryAllocation::Priority})
+  for (MemoryAllocation way : kMemoryAllocations)
     if (name == memoryAllocationName(way)) return way;
   return std::nullopt;
+}
+
+std::vector<std::string> memoryAllocationNames() {
+  std::vector<std::string> names;
+  for (MemoryAllocation way : kMemoryAllocations) names.emplace_back(memoryAllocationName(way));
+  return names;
 }
 
 const char *memoryAllocationName(MemoryAllocation allocation) {

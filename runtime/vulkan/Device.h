@@ -94,9 +94,18 @@ enum class MemoryAllocation {
 // allocations of their own: the weight matrices, whose reads gain from the dedicated mapping; the small
 // ones (norm weights, biases) still share blocks.
 inline constexpr uint64_t kOwnAllocationBytes = 2ull << 20;
-// "plain", "dedicated", "exportable", "priority"; nullopt for another name.
+inline constexpr MemoryAllocation kMemoryAllocations[] = {
+    MemoryAllocation::Plain, MemoryAllocation::Dedicated, MemoryAllocation::Exportable,
+    MemoryAllocation::Priority};
+// Whether buffers made alone get allocations dedicated to them (Dedicated, and Exportable, which is too).
+inline bool dedicates(MemoryAllocation allocation) {
+  return allocation == MemoryAllocation::Dedicated || allocation == MemoryAllocation::Exportable;
+}
+// "plain", "dedicated", "exportable", "priority" (kMemoryAllocations' names, for command lines); nullopt
+// for another name.
 std::optional<MemoryAllocation> parseMemoryAllocation(const std::string &name);
 const char *memoryAllocationName(MemoryAllocation allocation);
+std::vector<std::string> memoryAllocationNames();
 
 struct ContextOptions {
   int deviceIndex = -1;      // -1: the first discrete GPU, else the first device

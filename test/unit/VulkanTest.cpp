@@ -474,8 +474,9 @@ TEST(VulkanBuffers, DeviceAddressesWhereAsked) {
 // dispatch, alone or in shared blocks, with device addresses or without, and the validation layer (where
 // installed) accepts the structures it chains; a device without the extension a way needs is refused by name.
 TEST(VulkanBuffers, EveryWayOfAllocatingKeepsTheBytes) {
-  for (MemoryAllocation way : {MemoryAllocation::Plain, MemoryAllocation::Dedicated,
-                               MemoryAllocation::Exportable, MemoryAllocation::Priority}) {
+  EXPECT_EQ(memoryAllocationNames(),
+            (std::vector<std::string>{"plain", "dedicated", "exportable", "priority"}));
+  for (MemoryAllocation way : kMemoryAllocations) {
     const std::string name = memoryAllocationName(way);
     EXPECT_EQ(parseMemoryAllocation(name), way);
     for (bool addresses : {false, true}) {

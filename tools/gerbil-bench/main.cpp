@@ -86,13 +86,13 @@ int main(int argc, char **argv) {
   gerbil::cli::addSpinWaitOption(app, spinWait, gerbil::vk::kDefaultSpinWaitMicroseconds);
   uint64_t weightBlockMiB = 0;
   gerbil::cli::addWeightBlockOption(app, weightBlockMiB, gerbil::exec::kDefaultWeightBlockBytes >> 20);
-  std::string allocation = "dedicated";
+  std::string allocation = gerbil::vk::memoryAllocationName(gerbil::vk::ContextOptions{}.allocation);
   app.add_option(
          "--allocation", allocation,
          "Developers: how buffers get their device memory (dedicated: an allocation of its own for each "
          "weight matrix and large buffer; plain: shared blocks as the weight block size allows; "
          "exportable, priority: other ways a driver may map differently)")
-      ->check(CLI::IsMember({"plain", "dedicated", "exportable", "priority"}))
+      ->check(CLI::IsMember(gerbil::vk::memoryAllocationNames()))
       ->capture_default_str();
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");

@@ -56,7 +56,7 @@ struct Options {
   bool bufferDeviceAddress = false;
   // matmul, gemv, attention: the kernel reaches its buffers by address (gerbilc --buffer-addresses).
   bool bufferAddresses = false;
-  std::string allocation = "dedicated"; // vk::MemoryAllocation's name
+  std::string allocation = vk::memoryAllocationName(vk::ContextOptions{}.allocation);
 };
 
 // --prefetch BYTES[@STRIDE] (repeatable), as gerbil-prefetch-weights gives a launch's prefetch workers.
@@ -322,7 +322,7 @@ int main(int argc, char **argv) {
          "dedicated to its buffer), plain, exportable (dedicated, as a file descriptor could export), "
          "priority (VK_EXT_memory_priority's highest): ways a driver may map differently (with "
          "--one-buffer or --pack-mib each buffer of copies is one allocation, made the same way)")
-      ->check(CLI::IsMember({"plain", "dedicated", "exportable", "priority"}));
+      ->check(CLI::IsMember(vk::memoryAllocationNames()));
   app.add_flag("--addressable-memory", options.bufferDeviceAddress,
                "Allocate every buffer with device addresses (as plans by address do) but bind them through "
                "descriptors: what the allocation alone costs");
