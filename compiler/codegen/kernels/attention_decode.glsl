@@ -274,6 +274,10 @@ const uint O_ROW_LANES = O_CHUNKS < O_MAX_ROW_LANES ? O_CHUNKS : O_MAX_ROW_LANES
 const uint O_LANE_CHUNKS = O_CHUNKS / O_ROW_LANES;
 const uint O_PASS_ROWS = WORKGROUP / O_ROW_LANES;
 const uint O_PASSES = (O_ROWS + O_PASS_ROWS - 1u) / O_PASS_ROWS;
+// O_DIAG_STORE (gerbil-kernel-bench only): plain stores instead of the atomics (wrong sums): what they cost.
+#ifndef O_DIAG_STORE
+#define O_DIAG_STORE 0
+#endif
 #ifndef O_BATCH
 #define O_BATCH 8u
 #endif
@@ -327,7 +331,11 @@ void projectOutput(uint head0, uint place, bool loaded) {
 #if SUBGROUP_OPS
       if (gl_SubgroupSize >= O_ROW_LANES) {  // uniform
         [[unroll]] for (uint step = O_ROW_LANES / 2u; step > 0u; step >>= 1) sum += subgroupShuffleXor(sum, step);
+#if O_DIAG_STORE
+        if (lane == 0u && row < O_ROWS) residual_[row] = sum;
+#else
         if (lane == 0u && row < O_ROWS) atomicAdd(residual_[row], sum);
+#endif
         continue;
       }
 #endif
