@@ -289,8 +289,19 @@ float dotOutput(uvec4 w, uint c) {
   return dot(vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)), a) + dot(vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)), b);
 }
 
-uvec4 loadOutputWeights(uint row, uint head0, uint c) {
-  return w_o_v4[(min(row, O_ROWS - 1u) * O_COLS + head0 * HEAD_DIM) / 8u + c];
+// The row of W_o and of the residual that the workgroup takes i-th (O_ROWS past its rows): with O_STAGGER
+// the workgroups start at rows spread over the residual, so that their atomics at a time meet different
+// addresses (at the same rows they queue behind each other).
+#ifndef O_STAGGER
+#define O_STAGGER 1
+#endif
+uint outputRow(uint i, uint head0) {
+  uint shift = O_STAGGER != 0 ? (head0 / QH) * O_ROWS / (HEADS / QH) : 0u;
+  return i < O_ROWS ? (i + shift) % O_ROWS : O_ROWS;
+}
+
+uvec4 loadOutputWeights(uint i, uint head0, uint c) {
+  return w_o_v4[(min(outputRow(i, head0), O_ROWS - 1u) * O_COLS + head0 * HEAD_DIM) / 8u + c];
 }
 
 // O_EARLY (gerbil-kernel-bench): the first batch's weights loaded before the walk where the workgroup
@@ -314,7 +325,7 @@ void touchOutputWeights(uint head0, uint place) {
   uint seen = 0u;
   for (uint p = O_BATCH; p < O_PASSES; ++p)
     [[unroll]] for (uint c = 0u; c < O_LANE_CHUNKS; c += 2u)
-      seen ^= w_o_[4u * ((min(p * O_PASS_ROWS + r, O_ROWS - 1u) * O_COLS + head0 * HEAD_DIM) / 8u + lane + c * O_ROW_LANES)];
+      seen ^= w_o_[4u * ((min(outputRow(p * O_PASS_ROWS + r, head0), O_ROWS - 1u) * O_COLS + head0 * HEAD_DIM) / 8u + lane + c * O_ROW_LANES)];
   if (state_.position == 0xffffffffu && seen == 7u) atomicAdd(residual_[0], 1.0);
 }
 
@@ -327,7 +338,7 @@ void projectOutput(uint head0, uint place, bool loaded) {
     [[unroll]] for (uint b = 0u; b < O_BATCH; ++b) {
       float sum = 0.0;
       [[unroll]] for (uint c = 0u; c < O_LANE_CHUNKS; ++c) sum += dotOutput(w[b][c], lane + c * O_ROW_LANES);
-      uint row = (p0 + b) * O_PASS_ROWS + r;
+      uint row = outputRow((p0 + b) * O_PASS_ROWS + r, head0);
 #if SUBGROUP_OPS
       if (gl_SubgroupSize >= O_ROW_LANES) {  // uniform
         [[unroll]] for (uint step = O_ROW_LANES / 2u; step > 0u; step >>= 1) sum += subgroupShuffleXor(sum, step);
