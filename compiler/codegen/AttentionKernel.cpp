@@ -146,7 +146,7 @@ int64_t decodeScoreLanes(const AttentionSpec &spec, bool subgroupOps) {
 
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps, int64_t queryHeads,
                                             int64_t warps, const std::vector<PrefetchRange> &prefetch,
-                                            int64_t scoreLanes, int64_t outputRows) {
+                                            int64_t scoreLanes) {
   namespace gd = mlir::gerbil;
   gd::DecodeAttentionShape shape =
       gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim, spec.sequence, queryHeads, warps);
@@ -185,20 +185,6 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
   define("WARPS", uintValue(shape.warps));
   k.sharedMemoryBytes = static_cast<uint32_t>(
       gd::decodeAttentionSharedBytes(spec.headDim, shape.queryHeads, shape.warps, shape.splits));
-  if (outputRows > 0) {
-    if (spec.headDim % 8 != 0)
-      throw CodegenError("decode attention with the output projection: head_dim " +
-                         std::to_string(spec.headDim) + " is no multiple of 8");
-    define("O_PROJ", "1");
-    define("O_ROWS", uintValue(outputRows));
-    define("O_MAX_ROW_LANES", "32u");
-    k.bindings.push_back({"w_o", Access::Read, plan::DType::F16, true});
-    k.bindings.push_back({"residual", Access::ReadWrite, plan::DType::F32});
-    k.extensions.push_back("GL_EXT_shader_atomic_float");
-    if (scoreLanes == 1) k.extensions.push_back("GL_KHR_shader_subgroup_shuffle");
-    k.deviceExtensions.push_back("VK_EXT_shader_atomic_float");
-    k.sharedMemoryBytes += static_cast<uint32_t>(shape.workgroup * 4);
-  }
   const int64_t columns = spec.kvHeads * shape.headGroups;
   d.grid = {static_cast<uint32_t>(columns), static_cast<uint32_t>(shape.splits), 1};
   d.scratchCounterBytes = static_cast<uint64_t>(columns) * 4;

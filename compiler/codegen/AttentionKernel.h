@@ -49,13 +49,11 @@ struct DecodeAttentionKernel {
   uint64_t scratchCounterBytes = 0, scratchPartialBytes = 0;
 };
 // queryHeads and warps, where not 0, replace the catalog's choice (mlir::gerbil::decodeAttentionShape).
-// scoreLanes, where not 0, replaces decodeScoreLanes's. outputRows, where not 0, fuses the output projection
-// (W_o of outputRows rows, f16; binding w_o) into the kernel, which then adds its products into the residual
-// (binding residual, f32) instead of writing the heads' output (attention_decode.glsl's O_PROJ).
+// scoreLanes, where not 0, replaces decodeScoreLanes's.
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps,
                                             int64_t queryHeads = 0, int64_t warps = 0,
                                             const std::vector<PrefetchRange> &prefetch = {},
-                                            int64_t scoreLanes = 0, int64_t outputRows = 0);
+                                            int64_t scoreLanes = 0);
 // The lanes that share a cached key's scores in the decode attention (attention_decode.glsl's SCORE_LANES):
 // 4 with subgroup operations (every plan's subgroups have at least 4 invocations) where the key's vec4s,
 // all loaded at once, split evenly; else 1.

@@ -400,11 +400,6 @@ int main(int argc, char **argv) {
       "word) in workgroups of their own, as gerbil-prefetch-weights has it (repeatable, up "
       "to 8)";
   attention->add_option("--prefetch", prefetch, prefetchHelp);
-  bool outputProjection = false;
-  attention->add_flag(
-      "--output-projection", outputProjection,
-      "The output projection (heads · head-dim square, f16) in the kernel, added into a residual "
-      "with float atomics (gerbilc --fuse-attention-output)");
   gemv->add_option("--prefetch", prefetch, prefetchHelp);
 
   std::string kvDtype = "f32";
@@ -665,8 +660,7 @@ int main(int argc, char **argv) {
                                  ": the device's subgroups may hold " +
                                  std::to_string(bench.info().minSubgroupSize) + " lanes");
       codegen::DecodeAttentionKernel kernel =
-          codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps, ranges, scoreLanes,
-                                         outputProjection ? heads * headDim : 0);
+          codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps, ranges, scoreLanes);
       if (cacheType == plan::DType::F16) codegen::holdCacheInHalf(kernel.source);
       if (kernel.source.sharedMemoryBytes > bench.info().maxSharedMemoryBytes)
         throw std::runtime_error("the kernel's " + std::to_string(kernel.source.sharedMemoryBytes) +
@@ -679,11 +673,6 @@ int main(int argc, char **argv) {
                                        {std::vector<uint8_t>(heads * headDim * 4)},
                                        {std::vector<uint8_t>(kernel.scratchPartialBytes)},
                                        {std::vector<uint8_t>(kernel.scratchCounterBytes), false, true}};
-      if (outputProjection) {
-        const auto width = static_cast<size_t>(heads * headDim);
-        data.push_back({randomBytes(width * width, plan::DType::F16, 9), true});
-        data.push_back({std::vector<uint8_t>(width * 4)});
-      }
       for (size_t i = 0; i < ranges.size(); ++i) // weights not yet in the L2, as in a model
         data.push_back(
             {randomBytes(ranges[i].bytes / 2, plan::DType::F16, 4 + static_cast<uint32_t>(i)), true});
@@ -700,7 +689,6 @@ int main(int argc, char **argv) {
            {"workgroups", kernel.grid[0] * kernel.grid[1]},
            {"score_lanes", scoreLanes ? scoreLanes : codegen::decodeScoreLanes(spec, options.subgroupOps)},
            {"prefetch", prefetchJson(ranges)},
-           {"output_projection", outputProjection},
            {"kv_dtype", kvDtype},
            {"ms", ms},
            {"gb_per_s", bytes / (ms * 1e6)}});

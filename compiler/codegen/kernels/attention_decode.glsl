@@ -258,121 +258,6 @@ void loadPartials(out vec4 values[COMBINE_BATCH][OUT_VECS], uint x, uint s0, uin
     }
 }
 
-#ifndef O_PROJ
-#define O_PROJ 0
-#endif
-#if O_PROJ
-// The output projection in the attention's launch (gerbil-fuse-attention-output): the workgroup that ends
-// with its heads' output multiplies it by their columns of W_o ([O_ROWS][HEADS · HEAD_DIM] f16, rows as
-// checkpoints store them) and adds the products into the residual with float atomics, so that no launch of
-// its own (and no barrier) follows the attention. A row's QH · HEAD_DIM columns are O_CHUNKS 16-byte
-// chunks, taken by O_ROW_LANES lanes that lie within a subgroup; a pass covers WORKGROUP / O_ROW_LANES rows,
-// and O_BATCH passes have their loads in flight together.
-const uint O_COLS = HEADS * HEAD_DIM;
-const uint O_CHUNKS = QH * HEAD_DIM / 8u;
-const uint O_ROW_LANES = O_CHUNKS < O_MAX_ROW_LANES ? O_CHUNKS : O_MAX_ROW_LANES;
-const uint O_LANE_CHUNKS = O_CHUNKS / O_ROW_LANES;
-const uint O_PASS_ROWS = WORKGROUP / O_ROW_LANES;
-const uint O_PASSES = (O_ROWS + O_PASS_ROWS - 1u) / O_PASS_ROWS;
-// O_DIAG_STORE (gerbil-kernel-bench only): plain stores instead of the atomics (wrong sums): what they cost.
-#ifndef O_DIAG_STORE
-#define O_DIAG_STORE 0
-#endif
-#ifndef O_BATCH
-#define O_BATCH 8u
-#endif
-shared float oPartials_[WORKGROUP];
-
-// Dims 8c..8c+7 of the workgroup's output (held in queries_, free once the walk is over).
-float dotOutput(uvec4 w, uint c) {
-  vec4 a = queries_[(2u * c) / DIM_VECS][(2u * c) % DIM_VECS], b = queries_[(2u * c + 1u) / DIM_VECS][(2u * c + 1u) % DIM_VECS];
-  return dot(vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)), a) + dot(vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)), b);
-}
-
-// The row of W_o and of the residual that the workgroup takes i-th (O_ROWS past its rows): with O_STAGGER
-// the workgroups start at rows spread over the residual, so that their atomics at a time meet different
-// addresses (at the same rows they queue behind each other).
-#ifndef O_STAGGER
-#define O_STAGGER 1
-#endif
-uint outputRow(uint i, uint head0) {
-  uint shift = O_STAGGER != 0 ? (head0 / QH) * O_ROWS / (HEADS / QH) : 0u;
-  return i < O_ROWS ? (i + shift) % O_ROWS : O_ROWS;
-}
-
-uvec4 loadOutputWeights(uint i, uint head0, uint c) {
-  return w_o_v4[(min(outputRow(i, head0), O_ROWS - 1u) * O_COLS + head0 * HEAD_DIM) / 8u + c];
-}
-
-// O_EARLY (gerbil-kernel-bench): the first batch's weights loaded before the walk where the workgroup
-// will end with the output (one active split). O_TOUCH: a word of every 32-byte sector of the rest read
-// before the walk too, so that the batches after the first find them in the caches.
-#ifndef O_EARLY
-#define O_EARLY 0
-#endif
-#ifndef O_TOUCH
-#define O_TOUCH 0
-#endif
-uvec4 oWeights_[O_BATCH][O_LANE_CHUNKS];
-void loadOutputBatch(uint p0, uint head0, uint place) {
-  uint lane = place % O_ROW_LANES, r = place / O_ROW_LANES;
-  [[unroll]] for (uint b = 0u; b < O_BATCH; ++b)
-    [[unroll]] for (uint c = 0u; c < O_LANE_CHUNKS; ++c)
-      oWeights_[b][c] = loadOutputWeights((p0 + b) * O_PASS_ROWS + r, head0, lane + c * O_ROW_LANES);
-}
-void touchOutputWeights(uint head0, uint place) {
-  uint lane = place % O_ROW_LANES, r = place / O_ROW_LANES;
-  uint seen = 0u;
-  for (uint p = O_BATCH; p < O_PASSES; ++p)
-    [[unroll]] for (uint c = 0u; c < O_LANE_CHUNKS; c += 2u)
-      seen ^= w_o_[4u * ((min(outputRow(p * O_PASS_ROWS + r, head0), O_ROWS - 1u) * O_COLS + head0 * HEAD_DIM) / 8u + lane + c * O_ROW_LANES)];
-  if (state_.position == 0xffffffffu && seen == 7u) atomicAdd(residual_[0], 1.0);
-}
-
-// residual += W_o[:, heads] · output, the output's QH · DIM_VECS vec4s already in queries_.
-void projectOutput(uint head0, uint place, bool loaded) {
-  uint lane = place % O_ROW_LANES, r = place / O_ROW_LANES;
-  for (uint p0 = 0u; p0 < O_PASSES; p0 += O_BATCH) {
-    if (p0 > 0u || !loaded) loadOutputBatch(p0, head0, place);
-    uvec4 w[O_BATCH][O_LANE_CHUNKS] = oWeights_;
-    [[unroll]] for (uint b = 0u; b < O_BATCH; ++b) {
-      float sum = 0.0;
-      [[unroll]] for (uint c = 0u; c < O_LANE_CHUNKS; ++c) sum += dotOutput(w[b][c], lane + c * O_ROW_LANES);
-      uint row = outputRow((p0 + b) * O_PASS_ROWS + r, head0);
-#if SUBGROUP_OPS
-      if (gl_SubgroupSize >= O_ROW_LANES) {  // uniform
-        [[unroll]] for (uint step = O_ROW_LANES / 2u; step > 0u; step >>= 1) sum += subgroupShuffleXor(sum, step);
-#if O_DIAG_STORE
-        if (lane == 0u && row < O_ROWS) residual_[row] = sum;
-#else
-        if (lane == 0u && row < O_ROWS) atomicAdd(residual_[row], sum);
-#endif
-        continue;
-      }
-#endif
-      oPartials_[place] = sum;
-      barrier();
-      if (lane == 0u && row < O_ROWS) {
-        for (uint i = 1u; i < O_ROW_LANES; ++i) sum += oPartials_[place + i];
-        atomicAdd(residual_[row], sum);
-      }
-      barrier();
-    }
-  }
-}
-
-// The workgroup's (normalised) output into queries_, then its projection.
-void finishOutput(uint head0, uint place, vec4 out_[OUT_VECS], float scale[QH], bool scaled, bool loaded) {
-  barrier();  // every warp is done with the queries
-  [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
-    uint i = gl_LocalInvocationID.x + j * WORKGROUP;
-    if (i < QH * DIM_VECS) queries_[i / DIM_VECS][i % DIM_VECS] = scaled ? out_[j] / scale[i / DIM_VECS] : out_[j];
-  }
-  barrier();
-  projectOutput(head0, place, loaded);
-}
-#endif
-
 // Writes vec4 `i` of the QH × DIM_VECS output (head i / DIM_VECS).
 void storeOutput(uint head0, uint i, vec4 value) {
   uint h = i / DIM_VECS, v = i % DIM_VECS;
@@ -408,12 +293,6 @@ void main() {
   uint keyGroup = lane / ROW_LANES, rowLane = lane % ROW_LANES;
   uint rows = kvHead * SEQ;
   uint block = begin + warp * LANES;  // this warp's block in the current round
-#if O_PROJ
-  if (activeSplits == 1u) {
-    if (O_EARLY != 0) loadOutputBatch(0u, head0, place);
-    if (O_TOUCH != 0) touchOutputWeights(head0, place);
-  }
-#endif
 #if SCORE_LANES > 1
   const uint slot = keySlot(lane);
   CacheVec k[SG][SG_VECS];
@@ -534,10 +413,6 @@ void main() {
   }
 
   if (activeSplits == 1u || ATTENTION_DIAG_ONE_SPLIT != 0) {
-#if O_PROJ
-    finishOutput(head0, place, out_, splitSum, true, O_EARLY != 0);
-    return;
-#endif
     [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
       uint i = tid + j * WORKGROUP;
       if (i < QH * DIM_VECS) storeOutput(head0, i, out_[j] / splitSum[i / DIM_VECS]);
@@ -608,13 +483,9 @@ void main() {
         [[unroll]] for (uint j = 0; j < OUT_VECS; ++j)
           out_[j] += combineWeight_[s0 + u][min(tid + j * WORKGROUP, QH * DIM_VECS - 1u) / DIM_VECS] * values[u][j];
   }
-#if O_PROJ
-  finishOutput(head0, place, out_, splitSum, false, false);
-#else
   [[unroll]] for (uint j = 0; j < OUT_VECS; ++j) {
     uint i = tid + j * WORKGROUP;
     if (i < QH * DIM_VECS) storeOutput(head0, i, out_[j]);
   }
-#endif
 #endif
 }

@@ -184,11 +184,8 @@ protected:
   // queryHeads and warps, where not 0, replace the catalog's shape (gerbil-kernel-bench's variants);
   // prefetch: weights for the kernel's prefetch workgroups to read (each buffer 4 KiB longer than the range).
   // scoreLanes, where not 0, replaces codegen's lanes a key's scores.
-  // outputRows, where not 0, fuses the output projection (W_o of outputRows rows, f16) into the kernel: the
-  // residual, not the result, is then compared (residual + W_o · attention).
   void check(const DecodeCase &c, bool subgroupOps, int64_t queryHeads = 0, int64_t warps = 0,
-             const std::vector<codegen::PrefetchRange> &prefetch = {}, int64_t scoreLanes = 0,
-             int64_t outputRows = 0) {
+             const std::vector<codegen::PrefetchRange> &prefetch = {}, int64_t scoreLanes = 0) {
     const codegen::AttentionSpec &spec = c.spec;
     const int64_t heads = spec.heads, kvHeads = spec.kvHeads, dim = spec.headDim, seq = spec.sequence;
     std::mt19937 rng(c.position * 31 + static_cast<uint32_t>(dim + heads * 1000 + spec.window * 17));
@@ -208,8 +205,8 @@ protected:
     for (int64_t h = 0; h < heads; ++h)
       referenceAttention(spec, &q[h * dim], keys, values, h, c.position, &expected[h * dim]);
 
-    codegen::DecodeAttentionKernel kernel = codegen::decodeAttentionKernel(
-        spec, subgroupOps, queryHeads, warps, prefetch, scoreLanes, outputRows);
+    codegen::DecodeAttentionKernel kernel =
+        codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps, prefetch, scoreLanes);
     if (halfCache_) {
       ASSERT_EQ(codegen::holdCacheInHalf(kernel.source), 2);
     }
@@ -225,21 +222,6 @@ protected:
     buffers.push_back(ctx_->createBuffer(kernel.scratchPartialBytes, "partial"));
     buffers.push_back(ctx_->createBuffer(kernel.scratchCounterBytes, "counters"));
     ctx_->fill(buffers.back(), 0);
-    // The output projection: f16 weights, and the residual it adds into (the expected sums in double).
-    std::vector<float> outputWeights(static_cast<size_t>(outputRows * heads * dim)), residual(outputRows);
-    std::vector<double> expectedResidual(outputRows);
-    if (outputRows > 0) {
-      for (float &v : outputWeights) v = static_cast<float>(static_cast<_Float16>(uniform(rng) / 8));
-      for (float &v : residual) v = uniform(rng);
-      for (int64_t r = 0; r < outputRows; ++r) {
-        expectedResidual[r] = residual[r];
-        for (int64_t i = 0; i < heads * dim; ++i)
-          expectedResidual[r] += double(outputWeights[r * heads * dim + i]) * expected[i];
-      }
-      const std::vector<uint8_t> bytes = packWeights(outputWeights, plan::DType::F16);
-      buffers.push_back(upload(bytes.data(), bytes.size(), "w_o"));
-      buffers.push_back(upload(residual, "residual"));
-    }
     for (const codegen::PrefetchRange &range : prefetch) {
       std::vector<float> weights(static_cast<size_t>(range.bytes / 4 + 1024));
       for (float &v : weights) v = uniform(rng);
@@ -249,18 +231,9 @@ protected:
     ASSERT_EQ(buffers.size(), kernel.source.bindings.size() + 1);
     for (int run = 0; run < 2; ++run) {
       ctx_->fill(buffers[3], 0x7fc00000u); // NaN again: the second step must write every output too
-      if (outputRows > 0) ctx_->upload(buffers[7], 0, residual.data(), residual.size() * 4);
       this->run(spirv, buffers, kernel.grid, 1, "decode attention test kernel");
-      if (outputRows > 0) {
-        std::vector<float> sums = download(buffers[7], residual.size());
-        for (size_t r = 0; r < sums.size(); ++r)
-          ASSERT_NEAR(sums[r], expectedResidual[r], 1e-3)
-              << "heads=" << heads << "/" << kvHeads << " head_dim=" << dim << " position=" << c.position
-              << " subgroup ops=" << subgroupOps << " query heads " << queryHeads << " warps " << warps
-              << " f16 cache " << halfCache_ << " run " << run << ": residual row " << r;
-      }
       std::vector<float> result = download(buffers[3], q.size());
-      for (size_t i = 0; i < result.size() && outputRows == 0; ++i)
+      for (size_t i = 0; i < result.size(); ++i)
         ASSERT_NEAR(result[i], expected[i], 1e-4)
             << "heads=" << heads << "/" << kvHeads << " head_dim=" << dim << " position=" << c.position
             << " window=" << spec.window << " subgroup ops=" << subgroupOps << " query heads " << queryHeads
@@ -312,24 +285,6 @@ TEST_F(DecodeAttentionKernelTest, MatchesTheReference) {
     check(c, false);
     ASSERT_FALSE(HasFatalFailure());
   }
-}
-
-// gerbil-fuse-attention-output: the workgroup that ends with its heads' output multiplies it by their
-// columns of W_o and adds the products into the residual with float atomics. One split and several (the
-// last split projects), one query head a workgroup and several, heads of 128 dims, warps whose rows of W_o
-// take several batches, and the reductions through shared memory alone.
-TEST_F(DecodeAttentionKernelTest, OutputProjectionAddsIntoTheResidual) {
-  const DecodeCase cases[] = {
-      {{14, 2, 64, 400, 0.125, 0}, 130}, {{14, 2, 64, 400, 0.125, 0}, 399}, {{32, 8, 64, 400, 0.125, 0}, 191},
-      {{8, 2, 128, 400, 0.088, 0}, 300}, {{4, 1, 16, 400, 0.25, 0}, 31},
-  };
-  for (const DecodeCase &c : cases) {
-    check(c, true, 0, 0, {}, 0, c.spec.heads * c.spec.headDim);
-    ASSERT_FALSE(HasFatalFailure());
-  }
-  check(cases[0], true, 0, 0, {}, 0, 3000); // more rows than the heads' dims
-  ASSERT_FALSE(HasFatalFailure());
-  check(cases[1], false, 0, 0, {}, 0, 896);
 }
 
 TEST_F(DecodeAttentionKernelTest, OtherShapesMatchTheReference) {
