@@ -983,8 +983,14 @@ private:
     k.origins.insert(k.origins.end(), prefetched.begin(), prefetched.end());
   }
 
-  // A decode attention's prefetch as a launch of its own (CodegenOptions::prefetchBeside), or none where it
-  // prefetches nothing.
+  // Whether a dispatch's prefetch is a launch beside it: every one with CodegenOptions::prefetchBeside, else
+  // where gerbil-prefetch-weights chose it (a large model's).
+  bool prefetchesBeside(gd::DispatchOp dispatch) const {
+    return options_.prefetchBeside || (dispatch && dispatch.getPrefetchBeside());
+  }
+
+  // A decode attention's prefetch as a launch of its own (prefetchesBeside), or none where it prefetches
+  // nothing.
   std::optional<plan::Dispatch> lowerPrefetchBeside(gd::DispatchOp dispatch, const std::string &label) {
     auto [prefetch, prefetched] = prefetchOf(dispatch, "decode attention '" + label + "'");
     if (prefetch.empty()) return std::nullopt;
@@ -1003,9 +1009,10 @@ private:
   void specifyDecodeAttention(KernelInstance &k, gd::AttentionOp a) {
     const std::string what = "decode attention '" + locationName(a.getLoc()) + "'";
     // With prefetchBeside the prefetch is a launch of its own (lowerPrefetchBeside).
-    auto [prefetch, prefetched] = options_.prefetchBeside
+    auto dispatch = a->getParentOfType<gd::DispatchOp>();
+    auto [prefetch, prefetched] = prefetchesBeside(dispatch)
                                       ? std::pair<std::vector<PrefetchRange>, std::vector<BindingSource>>{}
-                                      : prefetchOf(a->getParentOfType<gd::DispatchOp>(), what);
+                                      : prefetchOf(dispatch, what);
     DecodeAttentionKernel kernel =
         decodeAttentionKernel(attentionSpec(a), options_.subgroupOps, 0, 0, prefetch);
     requireFormedWorkgroup(kernel.source, k.source.workgroup, what);
@@ -1029,7 +1036,7 @@ private:
     if (holdsOneOp(dispatch)) {
       Operation *op = &dispatch.getBody().front().front();
       plan::Dispatch lowered = lower(dispatch, op, decode);
-      if (decode && options_.prefetchBeside && isa<gd::AttentionOp>(op) && dispatch.getDecodeGrid())
+      if (decode && prefetchesBeside(dispatch) && isa<gd::AttentionOp>(op) && dispatch.getDecodeGrid())
         if (std::optional<plan::Dispatch> beside = lowerPrefetchBeside(dispatch, lowered.label)) {
           lowered.overlapsNext = true; // the prefetch reads weights only: nothing the attention writes
           return {lowered, *beside};

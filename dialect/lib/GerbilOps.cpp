@@ -314,6 +314,11 @@ LogicalResult DispatchOp::verify() {
   } else if (getPrefetchStrides()) {
     return emitOpError() << "prefetch_strides without prefetch_weights";
   }
+  if (getPrefetchBeside() && !getPrefetchWeights())
+    return emitOpError() << "prefetch_beside without prefetch_weights";
+  // Codegen launches only an attention's prefetch beside it (a gemv's workers come before its own).
+  if (getPrefetchBeside() && !getKernel().starts_with("attention"))
+    return emitOpError() << "prefetch_beside on a '" << getKernel() << "' dispatch (attentions only)";
   return success();
 }
 

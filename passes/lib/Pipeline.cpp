@@ -30,6 +30,9 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
   prefetch.pageBytes = chosen(options.prefetchPageBytes, &TargetProfile::decodePrefetchPageBytes);
   prefetch.maxLaunchBytes = threshold(options.prefetchBytes, &TargetProfile::decodePrefetchMaxLaunchBytes);
   prefetch.minModelBytes = threshold(options.prefetchPageBytes, &TargetProfile::decodePrefetchMinModelBytes);
+  // A budget given applies to large models too.
+  prefetch.largeModelBudget = threshold(options.prefetchBytes, &TargetProfile::decodeLargeModelPrefetchBytes);
+  prefetch.largeModelBytes = profile ? profile->decodePrefetchMinModelBytes : 0;
   prefetch.spreadPages = options.spreadPages;
   pm.addNestedPass<func::FuncOp>(createGerbilPrefetchWeights(prefetch));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));

@@ -73,18 +73,24 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
 
   void runOnOperation() override {
     if (bytes < 0 || dataLaunches < 0 || pageBytes < 0 || pageBytes % kPrefetchGranule != 0 ||
-        maxLaunchBytes < 0 || minModelBytes < 0) {
-      getOperation().emitError() << "gerbil-prefetch-weights: bytes, data-launches, max-launch-bytes and "
-                                    "min-model-bytes must not be negative and page-bytes must be a "
-                                    "multiple of 16, got "
+        maxLaunchBytes < 0 || minModelBytes < 0 || largeModelBytes < 0 || largeModelBudget < 0) {
+      getOperation().emitError() << "gerbil-prefetch-weights: bytes, data-launches, max-launch-bytes, "
+                                    "min-model-bytes, large-model-bytes and large-model-budget must not be "
+                                    "negative and page-bytes must be a multiple of 16, got "
                                  << static_cast<int64_t>(bytes) << ", " << static_cast<int64_t>(dataLaunches)
                                  << ", " << static_cast<int64_t>(maxLaunchBytes) << ", "
-                                 << static_cast<int64_t>(minModelBytes) << " and "
+                                 << static_cast<int64_t>(minModelBytes) << ", "
+                                 << static_cast<int64_t>(largeModelBytes) << ", "
+                                 << static_cast<int64_t>(largeModelBudget) << " and "
                                  << static_cast<int64_t>(pageBytes);
       return signalPassFailure();
     }
-    pages_ = pageBytes > 0 && modelBytes() >= minModelBytes;
-    if (bytes == 0 && !pages_) return;
+    const int64_t weightBytes = modelBytes();
+    pages_ = pageBytes > 0 && weightBytes >= minModelBytes;
+    large_ = largeModelBudget > 0 && weightBytes >= largeModelBytes;
+    budget_ = large_ ? largeModelBudget : bytes;
+    launchLimit_ = large_ ? 0 : maxLaunchBytes;
+    if (budget_ == 0 && !pages_) return;
     SmallVector<DispatchOp> dispatches(getOperation().getOps<DispatchOp>());
     for (size_t i = 0; i < dispatches.size(); ++i) {
       ArrayRef<DispatchOp> after = ArrayRef(dispatches).drop_front(i + 1);
@@ -152,13 +158,13 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
     SmallVector<SmallVector<Matrix>> lists = readersAfter(after);
     // The data: whole matrices while the budget lasts, then a share of it for each matrix of the next.
     llvm::StringMap<int64_t> loaded;
-    int64_t left = roundDown(static_cast<int64_t>(bytes));
+    int64_t left = roundDown(budget_);
     for (ArrayRef<Matrix> matrices : ArrayRef(lists).take_front(dataLaunches)) {
       if (left < kPrefetchGranule || names.size() + matrices.size() > kMaxPrefetchedData) break;
       int64_t total = 0;
       for (const Matrix &m : matrices) total += m.bytes;
       // Mid-sized launches save no more than the attention waits for their bytes.
-      if (maxLaunchBytes > 0 && total > maxLaunchBytes) continue;
+      if (launchLimit_ > 0 && total > launchLimit_) continue;
       // What does not all fit is shared out equally: a grouped projection's workgroups read the same rows
       // of each of its matrices.
       const int64_t share = total <= left ? 0 : roundDown(left / static_cast<int64_t>(matrices.size()));
@@ -185,9 +191,12 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
           add(m, roundDown(m.bytes), pageBytes);
         }
     setPrefetch(host, names, sizes, strides);
+    if (large_ && host.getPrefetchWeights()) host.setPrefetchBeside(true);
   }
 
   bool pages_ = false; // page words are read (page-bytes, and a model of at least min-model-bytes)
+  bool large_ = false; // a model of at least large-model-bytes, with a large-model-budget
+  int64_t budget_ = 0, launchLimit_ = 0; // the data's bytes and launch limit for this model
 };
 
 } // namespace

@@ -57,7 +57,8 @@ int main(int argc, char **argv) {
   app.add_option(
          "--prefetch-bytes", options.prefetchBytes,
          "Weight bytes each decode attention launch loads into the L2 cache for the projections after "
-         "it (default: the target's, for the launches where it pays; given, for all; 0: none)")
+         "it (default: the target's, for the launches where it pays, and for models of 4 GiB or more on "
+         "nvidia 8 MiB in a launch beside it; given, for all launches and models; 0: none)")
       ->check(gerbil::cli::number(0, false, 1073741824.0));
   app.add_option(
          "--prefetch-page-bytes", options.prefetchPageBytes,
@@ -79,7 +80,8 @@ int main(int argc, char **argv) {
   app.add_flag(
       "--prefetch-beside", options.prefetchBeside,
       "Each decode attention's prefetch (--prefetch-bytes, --prefetch-page-bytes) as a launch of its "
-      "own beside it, with no barrier between them, instead of as extra workgroups of the attention");
+      "own beside it, with no barrier between them, instead of as extra workgroups of the attention "
+      "(the target's large-model prefetch is always beside it)");
   app.add_flag("--buffer-addresses", options.bufferAddresses,
                "Kernels reach their buffers through device addresses in push constants instead of "
                "descriptor sets (needs bufferDeviceAddress; slower on the H200 so far, but binds past "

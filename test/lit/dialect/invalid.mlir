@@ -180,6 +180,31 @@ func.func @prefetch_words(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
 
 // -----
 
+func.func @prefetch_beside_without_weights(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{prefetch_beside without prefetch_weights}}
+  %r = gerbil.dispatch "silu"(%x) grid affine_map<()[s0] -> (1, s0, 1)> workgroup [64, 1, 1] {decode_grid = affine_map<()[s0] -> (1, 1, 1)>, decode_workgroup = array<i64: 64, 1, 1>, prefetch_beside} : (tensor<?x8xf32>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xf32>):
+    %s = gerbil.silu %a : tensor<?x8xf32>
+    gerbil.yield %s : tensor<?x8xf32>
+  }
+  return %r : tensor<?x8xf32>
+}
+
+// -----
+
+// Codegen launches only an attention's prefetch beside it.
+func.func @prefetch_beside_not_attention(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{prefetch_beside on a 'silu' dispatch (attentions only)}}
+  %r = gerbil.dispatch "silu"(%x) grid affine_map<()[s0] -> (1, s0, 1)> workgroup [64, 1, 1] {decode_grid = affine_map<()[s0] -> (1, 1, 1)>, decode_workgroup = array<i64: 64, 1, 1>, prefetch_beside, prefetch_weights = [@w], prefetch_bytes = array<i64: 16>} : (tensor<?x8xf32>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xf32>):
+    %s = gerbil.silu %a : tensor<?x8xf32>
+    gerbil.yield %s : tensor<?x8xf32>
+  }
+  return %r : tensor<?x8xf32>
+}
+
+// -----
+
 func.func @prefetch_stride_count(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   // expected-error @+1 {{needs one prefetch_strides per prefetched weight}}
   %r = gerbil.dispatch "silu"(%x) grid affine_map<()[s0] -> (1, s0, 1)> workgroup [64, 1, 1] {decode_grid = affine_map<()[s0] -> (1, 1, 1)>, decode_workgroup = array<i64: 64, 1, 1>, prefetch_weights = [@w], prefetch_bytes = array<i64: 16>, prefetch_strides = array<i64: 16, 16>} : (tensor<?x8xf32>) -> tensor<?x8xf32> {

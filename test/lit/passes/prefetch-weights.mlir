@@ -16,6 +16,10 @@
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{page-bytes=64 spread-pages=true}))' | FileCheck %s --check-prefix=SPREAD
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=1040 page-bytes=64 spread-pages=true}))' | FileCheck %s --check-prefix=SPREAD-DATA
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{spread-pages=true}))' | FileCheck %s --check-prefix=NONE
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 max-launch-bytes=1023 large-model-bytes=3584 large-model-budget=2000}))' | FileCheck %s --check-prefix=LARGE
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 max-launch-bytes=1023 large-model-bytes=3585 large-model-budget=2000}))' | FileCheck %s --check-prefix=MAX-LAUNCH
+// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{large-model-bytes=3584 large-model-budget=256}))' | FileCheck %s --check-prefix=LARGE-ONLY
+// RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{large-model-budget=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE-LARGE
 
 // Two layers' attention, o projection and MLP (f32 weights: o 8 × 8 is 256 bytes, gate and up 32 × 8 and
 // down 8 × 32 1024 each). Before: no dispatch prefetches. After: each attention dispatch names the matrices
@@ -39,6 +43,15 @@
 
 // NONE-NOT: prefetch_
 
+// A model of at least large-model-bytes (this one has 3584 bytes of weights) gets large-model-budget instead
+// of bytes, with no max-launch-bytes limit, read beside the attention (prefetch_beside): 2000 bytes are o
+// (256) and a share of the rest (1744) for gate and up, 864 bytes each, where max-launch-bytes would have
+// left out the gate/up launch (as for a model of one byte more: o alone, in the attention's launch, no
+// prefetch_beside before its bytes). Without bytes of its own, only large models prefetch.
+// LARGE: gerbil.dispatch "attention"{{.*}}prefetch_beside, prefetch_bytes = array<i64: 256, 864, 864>, prefetch_strides = array<i64: 16, 16, 16>, prefetch_weights = [@l0.o, @l0.gate, @l0.up]}
+// LARGE: gerbil.dispatch "attention"{{.*}}prefetch_beside, prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l1.o]}
+// LARGE-ONLY: gerbil.dispatch "attention"{{.*}}prefetch_beside, prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.o]}
+
 // With page-bytes, also a word every 64 bytes of each matrix up to the next attention that is not loaded
 // whole: gate, up (partly loaded) and down.
 // PAGES: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 384, 384, 1024, 1024, 1024>, prefetch_strides = array<i64: 16, 16, 16, 64, 64, 64>, prefetch_weights = [@l0.o, @l0.gate, @l0.up, @l0.gate, @l0.up, @l0.down]}
@@ -46,8 +59,8 @@
 
 // max-launch-bytes=1023: o (256 bytes) is loaded, gate/up (2048 for the launch) and down (1024) are too
 // large; the second attention loads l1's o. (Sizes count whole launches.)
-// MAX-LAUNCH: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.o]}
-// MAX-LAUNCH: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l1.o]}
+// MAX-LAUNCH: gerbil.dispatch "attention"{{.*}}decode_workgroup = array<i64: {{[0-9, ]+}}>, prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.o]}
+// MAX-LAUNCH: gerbil.dispatch "attention"{{.*}}decode_workgroup = array<i64: {{[0-9, ]+}}>, prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l1.o]}
 // At 1024, down (at most that) is loaded too; gate/up is still too large.
 // MAX-LAUNCH-EQUAL: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256, 1024>, prefetch_strides = array<i64: 16, 16>, prefetch_weights = [@l0.o, @l0.down]}
 // The page words need a model of at least min-model-bytes (here 3584 bytes of weights: ONLY-PAGES above at
@@ -67,10 +80,11 @@
 // SPREAD-DATA: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.o]}
 // SPREAD-DATA: gerbil.dispatch "linear"{{.*}}prefetch_bytes = array<i64: 1024, 1024>, prefetch_strides = array<i64: 64, 64>, prefetch_weights = [@l0.gate, @l0.up]}
 
-// NEGATIVE: bytes, data-launches, max-launch-bytes and min-model-bytes must not be negative and page-bytes must be a multiple of 16, got -1, 1, 0, 0 and 0
-// ODD: must be a multiple of 16, got 0, 1, 0, 0 and 100
-// NO-LAUNCHES: must be a multiple of 16, got 0, -2, 0, 0 and 0
-// NEGATIVE-MAX: must be a multiple of 16, got 0, 1, -1, 0 and 0
+// NEGATIVE: bytes, data-launches, max-launch-bytes, min-model-bytes, large-model-bytes and large-model-budget must not be negative and page-bytes must be a multiple of 16, got -1, 1, 0, 0, 0, 0 and 0
+// ODD: must be a multiple of 16, got 0, 1, 0, 0, 0, 0 and 100
+// NO-LAUNCHES: must be a multiple of 16, got 0, -2, 0, 0, 0, 0 and 0
+// NEGATIVE-MAX: must be a multiple of 16, got 0, 1, -1, 0, 0, 0 and 0
+// NEGATIVE-LARGE: must be a multiple of 16, got 0, 1, 0, 0, 0, -1 and 0
 
 module {
   gerbil.weight @l0.o : tensor<8x8xf32> {keys = ["l0.o"]}

@@ -227,7 +227,8 @@ def Gerbil_DispatchOp : Gerbil_Op<"dispatch",
     its decode launch also reads the first `prefetch_bytes[i]` bytes of weight `prefetch_weights[i]` into the
     GPU's L2 cache, in workgroups of its own beside the kernel's, for the launches after it that read them:
     every 16-byte word, or with `prefetch_strides[i]` one every that many bytes (to cache its pages' address
-    translations rather than its data).
+    translations rather than its data). With `prefetch_beside` those reads are a launch of their own beside
+    the kernel's, with no barrier between them, instead of workgroups of the kernel's launch.
   }];
   let arguments = (ins Variadic<AnyType>:$operands, StrAttr:$kernel, AffineMapAttr:$grid,
                        DenseI64ArrayAttr:$workgroup, OptionalAttr<DenseI64ArrayAttr>:$arena_offsets,
@@ -236,7 +237,8 @@ def Gerbil_DispatchOp : Gerbil_Op<"dispatch",
                        OptionalAttr<DenseI64ArrayAttr>:$internal_offsets,
                        OptionalAttr<SymbolRefArrayAttr>:$prefetch_weights,
                        OptionalAttr<DenseI64ArrayAttr>:$prefetch_bytes,
-                       OptionalAttr<DenseI64ArrayAttr>:$prefetch_strides);
+                       OptionalAttr<DenseI64ArrayAttr>:$prefetch_strides,
+                       UnitAttr:$prefetch_beside);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -56,6 +56,10 @@ struct TargetProfile {
   // models of at least decodePrefetchMinModelBytes of weights (the pages).
   int64_t decodePrefetchMaxLaunchBytes = 0;
   int64_t decodePrefetchMinModelBytes = 0;
+  // Models of at least decodePrefetchMinModelBytes instead prefetch this much of the next launch's data,
+  // whatever its size, in a launch beside the attention (gerbil-prefetch-weights' large-model-budget); 0:
+  // the same as other models.
+  int64_t decodeLargeModelPrefetchBytes = 0;
   CooperativeMatrixApi cooperativeMatrixApi = CooperativeMatrixApi::NV;
   uint32_t vendorId = 0; // the PCI vendor it is tuned for, which `--target auto` asks of a device; 0: any
   // The grouped gate/up and q/k/v projections' tilings, where --target names them (nvidia@gate-up=TILING,
@@ -204,11 +208,15 @@ inline CoopMatMulTiling groupPrefillTiling(const TargetProfile &profile, bool ga
 // copies lose nothing): no page words for them. Since the runtime gives each weight matrix an allocation
 // dedicated to it (f4960b9), whose translations the gemvs no longer miss (sweep cm), the page words only
 // cost their attention time: the 8B decoded at 180.5 tok/s with them against 182.7 without (H100, f4960b9),
-// so there are none by default (`--prefetch-page-bytes` still reads them).
+// so there are none by default (`--prefetch-page-bytes` still reads them). Models of 4 GiB or more (the 8B,
+// whose attention takes 11 µs on an H200) read 8 MiB of their o's 32 in a launch beside the attention: 238.9
+// -> 239.5 tok/s on the H200, 178.7 -> 179.7 on an H100 (twice; 12, 16 and 24 MiB gained less or lost;
+// a48cac9, BENCHMARKS.md). In the attention's own launch 16 MiB had lost 1.4% on the H200 (3b61124).
 inline constexpr int64_t kNvidiaDecodePrefetchBytes = 2ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchPageBytes = 0;
 inline constexpr int64_t kNvidiaDecodePrefetchMaxLaunchBytes = 2ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchMinModelBytes = 4ll << 30;
+inline constexpr int64_t kNvidiaDecodeLargeModelPrefetchBytes = 8ll << 20;
 
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = {
@@ -229,6 +237,7 @@ inline const std::vector<TargetProfile> &targetProfiles() {
        kNvidiaDecodePrefetchPageBytes,
        kNvidiaDecodePrefetchMaxLaunchBytes,
        kNvidiaDecodePrefetchMinModelBytes,
+       kNvidiaDecodeLargeModelPrefetchBytes,
        CooperativeMatrixApi::KHR,
        kNvidiaVendorId},
       // The nvidia profile's kernels through VK_NV_cooperative_matrix as written (before 57da83f's
@@ -245,6 +254,7 @@ inline const std::vector<TargetProfile> &targetProfiles() {
        kNvidiaDecodePrefetchPageBytes,
        kNvidiaDecodePrefetchMaxLaunchBytes,
        kNvidiaDecodePrefetchMinModelBytes,
+       kNvidiaDecodeLargeModelPrefetchBytes,
        CooperativeMatrixApi::NV,
        kNvidiaVendorId},
       // The nvidia profile's kernels and tilings (tuned on the H200), without its decode prefetch, which
@@ -257,6 +267,7 @@ inline const std::vector<TargetProfile> &targetProfiles() {
        {64, 64, 64, 2, 2, 1},
        {"VK_KHR_cooperative_matrix"},
        false,
+       0,
        0,
        0,
        0,
