@@ -151,7 +151,7 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     reads matrices, unless an attention comes first, and an attention only those of the launch after it.
     A model of at least `large-model-bytes` of weights gets `large-model-budget` instead of `bytes`, with no
     `max-launch-bytes` limit, read by a launch beside the attention (`prefetch_beside`): Llama-3-8B's
-    attention (11 µs on an H200, 16 launches of 2 query heads) leaves the memory idle long enough for 8 MiB
+    attention (11 µs on an H200, 16 workgroups of 2 query heads) leaves the memory idle long enough for 8 MiB
     of its o's 32, which a launch of its own reads without holding back the attention's workgroups (16 MiB
     in the attention's own launch lost 1.4% of decode on the H200 at 3b61124; 8 MiB beside it gained 0.3%
     on the H200 and 0.5% on H100s at a48cac9, where 12, 16 and 24 MiB gained less or lost).

@@ -53,7 +53,7 @@ struct TargetProfile {
   // translations; 0: none.
   int64_t decodePrefetchPageBytes = 0;
   // Only for launches that read at most decodePrefetchMaxLaunchBytes of matrices (the data; 0: any), and
-  // models of at least decodePrefetchMinModelBytes of weights (the pages).
+  // models of at least decodePrefetchMinModelBytes of weights (the pages; and the large models' budget below).
   int64_t decodePrefetchMaxLaunchBytes = 0;
   int64_t decodePrefetchMinModelBytes = 0;
   // Models of at least decodePrefetchMinModelBytes instead prefetch this much of the next launch's data,
