@@ -5,6 +5,9 @@
 
 #include "compiler/codegen/KernelWriter.h"
 #include "compiler/codegen/PrefetchWorkers.h"
+#include "compiler/codegen/RopeKernel.h"
+
+#include <optional>
 
 namespace gerbil::codegen {
 
@@ -50,9 +53,43 @@ struct GemvScratch {
 };
 GemvScratch gemvScratch(const GemvSpec &spec);
 
-// MODE_SINGLE, or MODE_GATE_UP (gateUp). Bindings in this order: x, w (or w_gate, w_up), [g], [residual],
-// result, [token, ids, partial, counters], [prefetch0...] (then the state buffer).
+// MODE_SINGLE, or MODE_GATE_UP (gateUp: groupedGemvKernel's, without biases). Bindings in this order: x, w
+// (or w_gate, w_up), [g], [residual], result, [token, ids, partial, counters], [prefetch0...] (then the state
+// buffer).
 KernelSource gemvKernel(const GemvSpec &spec);
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec);
+
+// A grouped projection's decode gemv (the fusion groups of gerbil-group-projections;
+// PlanBuilder::lowerGroup): MODE_QKV, q, k and v of one input with their biases, RoPE and the KV-cache write
+// where given, or MODE_GATE_UP, gate and up with their activation product.
+struct GroupedGemvSpec {
+  bool qkv = false;
+  int64_t k = 0;
+  int64_t n = 0;                  // MODE_GATE_UP: outputs (gate/up pairs)
+  int64_t nq = 0, nk = 0, nv = 0; // MODE_QKV: rows of each
+  plan::DType weight = plan::DType::F32;
+  bool norm = false;        // RMSNorm prologue
+  bool normWeighted = true; // its weight g bound (false: folded into the matrices)
+  double eps = 0;
+  bool subgroupOps = true;
+  std::array<bool, 3> biases{};        // a bias for each part (q, k, v; gate, up)
+  bool gelu = false, geluTanh = false; // MODE_GATE_UP's activation: SiLU unless gelu
+  int64_t split = 0;                   // MODE_GATE_UP: teams per pair; 0: the catalog's (a variant to tune)
+  std::optional<RotarySpec> rope;      // MODE_QKV: q and k rotated
+  // MODE_QKV: k and v written into the KV cache of this head_dim and maxSequence positions (bindings k_cache,
+  // v_cache) instead of results of their own; 0: not.
+  int64_t cacheHeadDim = 0, maxSequence = 0;
+  // EMBED_INPUT (gerbil-fuse-embedding): the input is row ids[0] of an embedding table of `vocab` rows (f32,
+  // or f16 beside f16/bf16 matrices), which the kernel also writes to `embedding`.
+  bool embedding = false;
+  plan::DType table = plan::DType::F32;
+  int64_t vocab = 0;
+};
+// Bindings in this order: [ids], x, [embedding], w_q, w_k, w_v (or w_gate, w_up), [g], the biases there are
+// (bias_q...), then result_q and k_cache, v_cache (or result_k, result_v), or result; absent biases read 0.
+// Throws CodegenError for an embedding table it cannot read.
+KernelSource groupedGemvKernel(const GroupedGemvSpec &spec);
+// Its grid (the catalog's qkvKernel / gateUpKernel decode grid).
+std::array<uint32_t, 3> groupedGemvGrid(const GroupedGemvSpec &spec);
 
 } // namespace gerbil::codegen

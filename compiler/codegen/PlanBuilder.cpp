@@ -727,110 +727,89 @@ private:
     gd::KVAppendOp append = g.append;
     Operation *activation = g.activation;
 
-    KernelInstance k;
-    ArrayRef<int64_t> wg = *dispatch.getDecodeWorkgroup();
-    k.source.workgroup = {wg[0], wg[1], wg[2]};
-    auto define = [&](const std::string &name, const std::string &value) {
-      k.source.defines.emplace_back(name, value);
-    };
-    auto bind = [&](const std::string &name, Access access, Value v) {
-      k.source.bindings.push_back({name, access, operandDType(gd::outsideDispatch(v))});
-      k.origins.push_back({BindingSource::ValueOf, 0, v});
-    };
     Operation *first = projections.front();
     auto linear = dyn_cast<gd::LinearOp>(first);
-    bool norm = linear && linear.getNorm();
-    int64_t kDim = rowWidth(first->getOperand(0));
-    plan::DType weights = operandDType(gd::outsideDispatch(first->getOperand(1)));
-    const bool normWeighted = !groupNormFolded(projections, locationName(dispatch.getLoc()));
-    define("K", uintValue(kDim));
-    define("NORM_PROLOGUE", norm ? "1" : "0");
-    define("NORM_WEIGHTED", normWeighted ? "1" : "0");
-    define("RESIDUAL", "0");
-    if (norm) define("EPS", glslFloat(linear.getEps()->convertToDouble()));
+    GroupedGemvSpec spec;
+    spec.qkv = qkv;
+    spec.k = rowWidth(first->getOperand(0));
+    spec.weight = operandDType(gd::outsideDispatch(first->getOperand(1)));
+    spec.norm = linear && linear.getNorm();
+    spec.normWeighted = !groupNormFolded(projections, label);
+    if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
+    spec.subgroupOps = options_.subgroupOps;
+    for (size_t i = 0; i < g.biases.size() && i < spec.biases.size(); ++i) spec.biases[i] = bool(g.biases[i]);
     if (g.embedding) {
-      // The input is the token's row of the table, bound as x; the gemv also writes it out.
-      k.source.bindings.push_back({"ids", Access::TokenIds, plan::DType::I32});
-      k.origins.push_back({BindingSource::ValueOf, 0, g.embedding.getIds()});
-      bind("x", Access::Read, g.embedding.getTable());
-      bind("embedding", Access::Write, g.embedding.getResult());
-      const plan::DType table = operandDType(gd::outsideDispatch(g.embedding.getTable()));
-      const bool packed = weights == plan::DType::F16 || weights == plan::DType::BF16;
-      if (table != plan::DType::F32 && !(table == plan::DType::F16 && packed))
-        throw CodegenError("fusion group '" + label +
-                           "': the gemv reads an embedding table of f32, or of f16 "
-                           "beside f16 or bf16 matrices (gerbil-fuse-embedding)");
-      define("EMBED_INPUT", "1");
-      define("VOCAB",
-             uintValue(llvm::cast<RankedTensorType>(g.embedding.getTable().getType()).getDimSize(0)));
-      define("X_HALF8", table == plan::DType::F16 ? "1" : "0"); // 8 halves beside 8 packed weights
-    } else {
-      bind("x", Access::Read, first->getOperand(0));
+      spec.embedding = true;
+      spec.table = operandDType(gd::outsideDispatch(g.embedding.getTable()));
+      spec.vocab = llvm::cast<RankedTensorType>(g.embedding.getTable().getType()).getDimSize(0);
     }
-    const std::vector<std::string> parts =
-        qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
-    for (size_t i = 0; i < parts.size(); ++i)
-      bind("w_" + parts[i], Access::Read, projections[i]->getOperand(1));
-    if (norm && normWeighted) bind("g", Access::Read, linear.getNorm());
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (Value bias = g.biases[i])
-        bind("bias_" + parts[i], Access::Read, bias);
-      else
-        k.source.absentInputs.push_back("bias_" + parts[i]);
-    }
-
     if (qkv) {
-      int64_t nq = rowWidth(projections[0]->getResult(0)), nk = rowWidth(projections[1]->getResult(0)),
-              nv = rowWidth(projections[2]->getResult(0));
-      defineGemv(k.source, "MODE_QKV", kDim, nq + nk + nv, weights, options_.subgroupOps);
-      gd::GemvShape shape = gd::qkvShape(kDim, nq, nk, nv);
-      auto groups = [&](int64_t n) { return uintValue((n + shape.rows - 1) / shape.rows); };
-      define("N_Q", uintValue(nq));
-      define("N_K", uintValue(nk));
-      define("N_V", uintValue(nv));
-      define("GROUPS_Q", groups(nq));
-      define("GROUPS_K", groups(nk));
-      define("GROUPS_V", groups(nv));
+      spec.nq = rowWidth(projections[0]->getResult(0));
+      spec.nk = rowWidth(projections[1]->getResult(0));
+      spec.nv = rowWidth(projections[2]->getResult(0));
       if (bool(ropeQ) != bool(ropeK))
         throw CodegenError("fusion group '" + label + "' rotates only one of q and k");
-      define("ROPE", ropeQ ? "1" : "0");
-      define("KV_WRITE", append ? "1" : "0");
-      int64_t headDim = 0;
-      if (ropeQ) {
-        headDim = ropeQ.getHeadDim();
-        defineRotary(k.source, rotarySpec(ropeQ));
-      }
-      bind("result_q", Access::Write, yield->getOperand(0));
+      if (ropeQ) spec.rope = rotarySpec(ropeQ);
       if (append) {
-        auto cache = module_.lookupSymbol<gd::KVCacheOp>(append.getCacheAttr());
-        if (headDim && headDim != static_cast<int64_t>(cache.getHeadDim()))
-          throw CodegenError("fusion group '" + label + "': RoPE and the KV cache disagree on head_dim");
-        headDim = cache.getHeadDim();
-        define("SEQ", uintValue(options_.maxSequence));
-        k.source.bindings.push_back({"k_cache", Access::Write, plan::DType::F32});
-        k.origins.push_back({BindingSource::CacheKeys, 0});
-        k.source.bindings.push_back({"v_cache", Access::Write, plan::DType::F32});
-        k.origins.push_back({BindingSource::CacheValues, 0});
-        k.cache = append.getCacheAttr();
-      } else {
-        bind("result_k", Access::Write, yield->getOperand(1));
-        bind("result_v", Access::Write, yield->getOperand(2));
+        spec.cacheHeadDim = module_.lookupSymbol<gd::KVCacheOp>(append.getCacheAttr()).getHeadDim();
+        spec.maxSequence = options_.maxSequence;
       }
-      if (headDim) define("HEAD_DIM", uintValue(headDim));
     } else {
-      int64_t n = rowWidth(projections[0]->getResult(0));
-      defineGemv(k.source, "MODE_GATE_UP", kDim, n, weights, options_.subgroupOps);
-      define("N", uintValue(n));
+      spec.n = rowWidth(projections[0]->getResult(0));
       auto gelu = dyn_cast<gd::GELUOp>(activation);
-      define("ACT_SILU", gelu ? "0" : "1");
-      define("GELU_TANH", gelu && gelu.getTanhApproximation() ? "1" : "0");
-      bind("result", Access::Write, yield->getOperand(0));
+      spec.gelu = bool(gelu);
+      spec.geluTanh = gelu && gelu.getTanhApproximation();
     }
+    KernelInstance k;
+    try {
+      k.source = groupedGemvKernel(spec);
+    } catch (const CodegenError &e) {
+      throw CodegenError("fusion group '" + label + "': " + e.what());
+    }
+    // Each binding's value, by its name (groupedGemvKernel's order).
+    const std::vector<std::string> parts =
+        qkv ? std::vector<std::string>{"q", "k", "v"} : std::vector<std::string>{"gate", "up"};
+    for (const KernelBinding &b : k.source.bindings) {
+      auto valueOf = [](Value v) { return BindingSource{BindingSource::ValueOf, 0, v}; };
+      const auto part = [&](const std::string &prefix) {
+        return static_cast<size_t>(std::find(parts.begin(), parts.end(), b.name.substr(prefix.size())) -
+                                   parts.begin());
+      };
+      if (b.name == "ids")
+        k.origins.push_back(valueOf(g.embedding.getIds()));
+      else if (b.name == "x")
+        k.origins.push_back(valueOf(g.embedding ? g.embedding.getTable() : first->getOperand(0)));
+      else if (b.name == "embedding")
+        k.origins.push_back(valueOf(g.embedding.getResult()));
+      else if (b.name.starts_with("w_"))
+        k.origins.push_back(valueOf(projections[part("w_")]->getOperand(1)));
+      else if (b.name == "g")
+        k.origins.push_back(valueOf(linear.getNorm()));
+      else if (b.name.starts_with("bias_"))
+        k.origins.push_back(valueOf(g.biases[part("bias_")]));
+      else if (b.name == "result_q" || b.name == "result")
+        k.origins.push_back(valueOf(yield->getOperand(0)));
+      else if (b.name == "result_k")
+        k.origins.push_back(valueOf(yield->getOperand(1)));
+      else if (b.name == "result_v")
+        k.origins.push_back(valueOf(yield->getOperand(2)));
+      else if (b.name == "k_cache")
+        k.origins.push_back({BindingSource::CacheKeys, 0});
+      else if (b.name == "v_cache")
+        k.origins.push_back({BindingSource::CacheValues, 0});
+      else
+        throw CodegenError("fusion group '" + label + "': no value for binding '" + b.name + "'");
+    }
+    // The values' own types (an input or bias held otherwise than the f32 groupedGemvKernel assumes).
+    for (size_t i = 0; i < k.origins.size(); ++i)
+      if (k.origins[i].kind == BindingSource::ValueOf && k.source.bindings[i].access != Access::TokenIds)
+        k.source.bindings[i].dtype = operandDType(gd::outsideDispatch(k.origins[i].value));
+    if (append) k.cache = append.getCacheAttr();
+    ArrayRef<int64_t> wg = *dispatch.getDecodeWorkgroup();
     requireFormedWorkgroup(k.source, wg, "fusion group '" + label + "'");
     // result_q is bound in every mode (MODE_QKV) and result in the others.
     addGemvPrefetchOf(k, dispatch, qkv ? "store_result_q(0u, value)" : "store_result(0u, value)",
                       "fusion group '" + label + "'");
-    addGemvViews(k.source);
     return finish(dispatch, k, *dispatch.getDecodeGrid(), family, label, nullptr);
   }
 

@@ -68,10 +68,6 @@ int64_t ceilDiv(int64_t a, int64_t b) {
 }
 } // namespace
 
-GemvShape mlir::gerbil::qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv) {
-  return gemvShape(k, nq + nk + nv, false);
-}
-
 KernelChoice mlir::gerbil::qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv) {
   GemvShape shape = qkvShape(k, nq, nk, nv);
   int64_t groups = ceilDiv(nq, shape.rows) + ceilDiv(nk, shape.rows) + ceilDiv(nv, shape.rows);

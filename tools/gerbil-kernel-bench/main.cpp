@@ -372,9 +372,26 @@ int main(int argc, char **argv) {
   CLI::Option *gemvGateUp =
       gemv->add_flag("--gate-up", gateUp, "Gate/up pairs: n outputs of silu(gate) * up, 2n weight rows");
   bool argmax = false;
-  gemv->add_flag("--argmax", argmax,
-                 "The logits projection that also picks the greedy token (gerbilc --fuse-logits-argmax)")
-      ->excludes(gemvGateUp);
+  CLI::Option *gemvArgmax =
+      gemv->add_flag("--argmax", argmax,
+                     "The logits projection that also picks the greedy token (gerbilc --fuse-logits-argmax)")
+          ->excludes(gemvGateUp);
+  int64_t qkvKv = 0, qkvHeadDim = 0;
+  bool qkvBias = false;
+  CLI::Option *gemvQkv =
+      gemv->add_option("--qkv", qkvKv,
+                       "The grouped q/k/v projection as decode runs it: n rows of q, this many of k and of v")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+          ->excludes(gemvGateUp)
+          ->excludes(gemvArgmax)
+          ->excludes("--residual")
+          ->excludes("--split");
+  gemv->add_option("--qkv-head-dim", qkvHeadDim,
+                   "With --qkv: heads of this many dims, q and k rotated (RoPE, Llama-3's theta) and k, v "
+                   "written into a KV cache of 1024 positions (at 191), as the model's q/k/v")
+      ->check(CLI::Range(int64_t{2}, int64_t{1024}))
+      ->needs(gemvQkv);
+  gemv->add_flag("--qkv-bias", qkvBias, "With --qkv: biases on q, k and v (Qwen2's)")->needs(gemvQkv);
 
   int64_t heads = 32, kvHeads = 8, headDim = 128, position = 255, sequence = 4096;
   CLI::App *attention = app.add_subcommand("attention-decode", "Decode's split attention of one query");
@@ -403,6 +420,8 @@ int main(int argc, char **argv) {
   gemv->add_option("--prefetch", prefetch, prefetchHelp);
 
   std::string kvDtype = "f32";
+  gemv->add_option("--kv-dtype", kvDtype, "With --qkv-head-dim: what the KV cache holds (gerbilc --kv-dtype)")
+      ->check(CLI::IsMember({"f32", "f16"}));
   attention->add_option("--kv-dtype", kvDtype, "What the KV cache holds (gerbilc --kv-dtype)")
       ->check(CLI::IsMember({"f32", "f16"}));
 
@@ -574,11 +593,47 @@ int main(int argc, char **argv) {
       spec.argmax = spec.rowFromPush = argmax;
       spec.maxSequence = 32; // the bench's state buffer holds 64 words
       spec.prefetch = parsePrefetch(prefetch);
-      codegen::KernelSource source = codegen::gemvKernel(spec);
+      // --qkv: the grouped projection (MODE_QKV) instead, its caches in --kv-dtype.
+      codegen::GroupedGemvSpec qkv;
+      constexpr int64_t kQkvCachePositions = 1024;
+      if (qkvKv > 0) {
+        if (!spec.prefetch.empty()) throw CLI::ValidationError("--qkv", "has no prefetch workers");
+        qkv.qkv = true, qkv.k = k, qkv.nq = n, qkv.nk = qkv.nv = qkvKv, qkv.weight = options.dtype;
+        qkv.norm = norm, qkv.normWeighted = !normFolded, qkv.eps = 1e-5,
+        qkv.subgroupOps = options.subgroupOps;
+        qkv.biases = {qkvBias, qkvBias, qkvBias};
+        if (qkvHeadDim > 0) {
+          if (n % qkvHeadDim != 0 || qkvKv % qkvHeadDim != 0 || qkvHeadDim % 2 != 0)
+            throw CLI::ValidationError("--qkv-head-dim", "must be even and divide --n and --qkv");
+          codegen::RotarySpec rotary;
+          rotary.headDim = rotary.rotaryDim = qkvHeadDim;
+          for (int64_t i = 0; i < qkvHeadDim / 2; ++i)
+            rotary.invFreq.push_back(std::pow(500000.0, -2.0 * double(i) / double(qkvHeadDim)));
+          qkv.rope = rotary;
+          qkv.cacheHeadDim = qkvHeadDim, qkv.maxSequence = kQkvCachePositions;
+          bench.setPosition(191);
+        }
+      }
+      codegen::KernelSource source = qkvKv > 0 ? codegen::groupedGemvKernel(qkv) : codegen::gemvKernel(spec);
+      if (qkvKv > 0 && cacheType == plan::DType::F16) codegen::holdCacheInHalf(source);
       const codegen::GemvScratch scratch = codegen::gemvScratch(spec);
+      // The elements of a q/k/v binding: q's n rows, k's and v's qkvKv (a cache: kQkvCachePositions of them).
+      auto qkvElements = [&](const std::string &name) -> size_t {
+        const char part = name.back();
+        const int64_t rows = part == 'q' ? n : qkvKv;
+        if (name.ends_with("_cache")) return static_cast<size_t>(qkvKv * kQkvCachePositions);
+        return static_cast<size_t>(name.starts_with("w_") ? rows * k : rows);
+      };
       std::vector<BindingData> data;
       for (const codegen::KernelBinding &b : source.bindings) {
         const bool weight = b.name.rfind("w", 0) == 0;
+        if (qkvKv > 0 && b.name != "x" && b.name != "g") {
+          const plan::DType type = b.name.ends_with("_cache") ? cacheType
+                                   : weight                   ? options.dtype
+                                                              : plan::DType::F32;
+          data.push_back({randomBytes(qkvElements(b.name), type, 7), weight});
+          continue;
+        }
         if (b.name == "partial" || b.name == "counters" || b.name == "token" || b.name == "ids") {
           // the argmax's scratch and token: zeroed, as the plan's scratch is (its counters start at 0)
           const uint64_t bytes = b.name == "partial"    ? scratch.partialBytes
@@ -595,14 +650,18 @@ int main(int argc, char **argv) {
         size_t elements = b.name == "x" || b.name == "g" ? k : weight ? n * k : n;
         data.push_back({randomBytes(elements, weight ? options.dtype : plan::DType::F32, 7), weight});
       }
-      double ms = bench.time(source, data, codegen::gemvGrid(spec), 1);
-      double bytes = (gateUp ? 2.0 : 1.0) * double(n) * k * plan::byteSize(options.dtype);
+      double ms =
+          bench.time(source, data, qkvKv > 0 ? codegen::groupedGemvGrid(qkv) : codegen::gemvGrid(spec), 1);
+      double bytes = (gateUp ? 2.0 * n : double(n + 2 * qkvKv)) * k * plan::byteSize(options.dtype);
       out.update({{"kernel", "gemv"},
                   {"n", n},
                   {"k", k},
                   {"split", split},
                   {"gate_up", gateUp},
                   {"argmax", argmax},
+                  {"qkv_kv_rows", qkvKv},
+                  {"qkv_head_dim", qkvHeadDim},
+                  {"qkv_bias", qkvBias},
                   {"prefetch", prefetchJson(spec.prefetch)},
                   {"ms", ms},
                   {"gb_per_s", bytes / (ms * 1e6)}});

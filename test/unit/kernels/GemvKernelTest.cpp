@@ -146,6 +146,147 @@ TEST_F(GemvKernelTest, GateUpMatchesTheReference) {
   }
 }
 
+// The grouped q/k/v projection as decode runs it (MODE_QKV; PlanBuilder::lowerGroup): q, k and v of one
+// normed input with their biases, q and k rotated at the step's position (whole and partial rotary dims,
+// attention scaling) and k, v written into the layer's KV cache ([kv head][seq][head dim], f32 or f16) or
+// into results of their own; K a multiple of 8 (16-byte loads) and not; f16 and f32 weights.
+struct QkvCase {
+  int64_t k, heads, kvHeads, headDim, rotaryDim; // rotaryDim 0: no RoPE
+  bool biases, cacheWrite, halfCache, normWeighted;
+  plan::DType weight;
+};
+class GroupedGemvKernelTest : public KernelTestBase {
+protected:
+  void checkQkv(const QkvCase &c) {
+    const int64_t nq = c.heads * c.headDim, nkv = c.kvHeads * c.headDim, seq = 8, k = c.k;
+    const uint32_t position = 5;
+    codegen::GroupedGemvSpec spec;
+    spec.qkv = true, spec.k = k, spec.nq = nq, spec.nk = nkv, spec.nv = nkv, spec.weight = c.weight;
+    spec.norm = true, spec.normWeighted = c.normWeighted, spec.eps = 1e-5;
+    spec.biases = {c.biases, c.biases, c.biases};
+    if (c.rotaryDim) {
+      codegen::RotarySpec rotary;
+      rotary.headDim = c.headDim, rotary.rotaryDim = c.rotaryDim, rotary.attentionScaling = 1.25;
+      for (int64_t i = 0; i < c.rotaryDim / 2; ++i)
+        rotary.invFreq.push_back(std::pow(10000.0, -2.0 * double(i) / double(c.rotaryDim)));
+      spec.rope = rotary;
+    }
+    if (c.cacheWrite) spec.cacheHeadDim = c.headDim, spec.maxSequence = seq;
+    std::mt19937 rng(static_cast<uint32_t>(k * 31 + nq + c.rotaryDim * 7 + c.biases));
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    std::vector<float> x(k), g(k);
+    for (float &v : x) v = uniform(rng);
+    for (float &v : g) v = 0.5f + 0.25f * uniform(rng);
+    const int64_t rows[3] = {nq, nkv, nkv};
+    std::vector<float> w[3], bias[3];
+    std::vector<double> expected[3];
+    const double scale = inverseRms(x.data(), k, spec.eps);
+    for (int part = 0; part < 3; ++part) {
+      w[part].resize(rows[part] * k), bias[part].resize(rows[part]), expected[part].resize(rows[part]);
+      for (float &v : w[part]) v = weightValue(rng);
+      for (float &v : bias[part]) v = uniform(rng);
+      for (int64_t r = 0; r < rows[part]; ++r) {
+        double sum = 0;
+        for (int64_t i = 0; i < k; ++i)
+          sum += double(x[i]) * (c.normWeighted ? g[i] : 1.0) * w[part][r * k + i];
+        expected[part][r] = sum * scale + (c.biases ? bias[part][r] : 0.0);
+      }
+      // RoPE of q and k: pairs (i, i + rotaryDim / 2) of each head, scaled cos and sin.
+      for (int64_t h = 0; part < 2 && c.rotaryDim && h < rows[part] / c.headDim; ++h)
+        for (int64_t i = 0; i < c.rotaryDim / 2; ++i) {
+          const double angle = position * spec.rope->invFreq[i], cs = std::cos(angle) * 1.25,
+                       sn = std::sin(angle) * 1.25;
+          double &a = expected[part][h * c.headDim + i],
+                 &b = expected[part][h * c.headDim + i + c.rotaryDim / 2];
+          const double ra = a * cs - b * sn, rb = b * cs + a * sn;
+          a = ra, b = rb;
+        }
+    }
+
+    codegen::KernelSource source = codegen::groupedGemvKernel(spec);
+    if (c.halfCache) {
+      ASSERT_EQ(codegen::holdCacheInHalf(source), 2);
+    }
+    std::vector<uint32_t> spirv = compiler_.compile(codegen::writeKernel(source), "q/k/v test kernel");
+    std::vector<vk::Buffer> buffers;
+    buffers.push_back(upload(x, "x"));
+    for (int part = 0; part < 3; ++part) {
+      std::vector<uint8_t> packed = packWeights(w[part], c.weight);
+      buffers.push_back(upload(packed.data(), packed.size(), "w"));
+    }
+    if (c.normWeighted) buffers.push_back(upload(g, "g"));
+    if (c.biases)
+      for (int part = 0; part < 3; ++part) buffers.push_back(upload(bias[part], "bias"));
+    const size_t results = buffers.size();
+    buffers.push_back(output(size_t(nq), "result_q"));
+    const size_t cacheValues = static_cast<size_t>(c.kvHeads * seq * c.headDim);
+    for (int part = 1; part < 3; ++part)
+      buffers.push_back(output(c.cacheWrite ? cacheValues : size_t(nkv), part == 1 ? "k" : "v"));
+    buffers.push_back(state(position));
+    ASSERT_EQ(buffers.size(), source.bindings.size() + 1);
+    run(spirv, buffers, codegen::groupedGemvGrid(spec), 1, "q/k/v test kernel");
+
+    const double tolerance =
+        (1e-5 * double(k) + 1e-4) * (c.halfCache ? 8.0 : 1.0) + (c.halfCache ? 4e-3 : 0.0);
+    for (int part = 0; part < 3; ++part) {
+      std::vector<float> got;
+      if (part == 0 || !c.cacheWrite) {
+        got = download(buffers[results + part], size_t(rows[part]));
+      } else if (!c.halfCache) {
+        std::vector<float> cache = download(buffers[results + part], cacheValues);
+        for (int64_t r = 0; r < rows[part]; ++r)
+          got.push_back(cache[((r / c.headDim) * seq + position) * c.headDim + r % c.headDim]);
+      } else {
+        std::vector<_Float16> cache(cacheValues);
+        ctx_->download(buffers[results + part], 0, cache.data(), cache.size() * 2);
+        for (int64_t r = 0; r < rows[part]; ++r)
+          got.push_back(float(cache[((r / c.headDim) * seq + position) * c.headDim + r % c.headDim]));
+      }
+      for (int64_t r = 0; r < rows[part]; ++r)
+        ASSERT_NEAR(got[r], expected[part][r], tolerance * (1.0 + std::abs(expected[part][r])))
+            << "K=" << k << " heads " << c.heads << "/" << c.kvHeads << " head_dim " << c.headDim
+            << " rotary " << c.rotaryDim << " biases " << c.biases << " cache " << c.cacheWrite << " half "
+            << c.halfCache << ": part " << part << " row " << r;
+    }
+  }
+};
+
+TEST_F(GroupedGemvKernelTest, QkvMatchesTheReference) {
+  const QkvCase cases[] = {
+      {200, 4, 2, 16, 16, true, true, false, true, plan::DType::F16},   // Qwen-like: biases, RoPE, cache
+      {130, 4, 2, 16, 16, false, true, false, false, plan::DType::F16}, // K no multiple of 8, norm folded
+      {96, 2, 1, 16, 8, false, true, false, true, plan::DType::F32},    // partial rotary (Phi-like)
+      {256, 4, 4, 32, 32, false, true, true, false, plan::DType::F16},  // an f16 cache
+      {64, 3, 3, 8, 0, true, false, false, true, plan::DType::F16},     // no RoPE, k and v as results
+  };
+  for (const QkvCase &c : cases) {
+    checkQkv(c);
+    if (HasFatalFailure() || IsSkipped()) return;
+  }
+}
+
+// The group's binding order is what PlanBuilder maps to values by name: an embedding table as the input
+// (gerbil-fuse-embedding) comes with ids and the embedding's output; a table it cannot read is refused.
+TEST(GroupedGemvKernelSpec, BindingsInOrder) {
+  codegen::GroupedGemvSpec spec;
+  spec.qkv = true, spec.k = 64, spec.nq = 64, spec.nk = 32, spec.nv = 32, spec.weight = plan::DType::F16;
+  spec.norm = true, spec.biases = {true, false, true}, spec.embedding = true, spec.table = plan::DType::F16;
+  spec.vocab = 100;
+  std::vector<std::string> names;
+  for (const codegen::KernelBinding &b : codegen::groupedGemvKernel(spec).bindings) names.push_back(b.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"ids", "x", "embedding", "w_q", "w_k", "w_v", "g", "bias_q",
+                                             "bias_v", "result_q", "result_k", "result_v"}));
+  spec.weight = plan::DType::F32; // an f16 table beside f32 matrices
+  EXPECT_THROW(codegen::groupedGemvKernel(spec), codegen::CodegenError);
+  codegen::GroupedGemvSpec gateUp;
+  gateUp.k = 64, gateUp.n = 96, gateUp.weight = plan::DType::F16;
+  names.clear();
+  for (const codegen::KernelBinding &b : codegen::groupedGemvKernel(gateUp).bindings) names.push_back(b.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "w_gate", "w_up", "result"}));
+  EXPECT_EQ(codegen::groupedGemvGrid(gateUp)[0], (96 + mlir::gerbil::gemvShape(64, 96, true).outputs() - 1) /
+                                                     mlir::gerbil::gemvShape(64, 96, true).outputs());
+}
+
 // Prefetch workers (gerbil-prefetch-weights' spread-pages) before the gemv's own workgroups leave its result
 // as it is: words a page apart and every word, several bindings, one over several workers, with and without
 // subgroup operations; and the grid holds them.

@@ -29,7 +29,6 @@ struct KernelChoice {
 // workgroup). gate/up: ceil(N / outputs) workgroups.
 inline constexpr const char *kQKVKernel = "linear_qkv";
 inline constexpr const char *kGateUpKernel = "linear_gate_up";
-GemvShape qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv);
 KernelChoice qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv);
 KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
 // The logits projection with the greedy argmax (gerbil-fuse-logits-argmax): one gemv.glsl launch in decode

@@ -76,6 +76,10 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
   if (split == 1 && loads >= 32 * 2 && pairs * 2 <= 8192) split = 2;
   return gemvShapeWithSplit(split, pairedRows);
 }
+// The grouped q/k/v gemv: the shape of one projection of all their rows (rotary pairs stay in a workgroup).
+inline GemvShape qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv) {
+  return gemvShape(k, nq + nk + nv, false);
+}
 
 // The workgroups of a launch that picks the greedy token hand their candidates up a tree of counters
 // (argmax_combine.glsl, its SEGMENTS): one for each run of `workgroup` of them, and one over those. The
