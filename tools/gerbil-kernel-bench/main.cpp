@@ -13,6 +13,7 @@
 #include "compiler/codegen/GemvKernel.h"
 #include "compiler/codegen/MatMulKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
+#include "compiler/frontend/Rope.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
 #include "runtime/vulkan/PipelineStatistics.h"
@@ -605,10 +606,10 @@ int main(int argc, char **argv) {
         if (qkvHeadDim > 0) {
           if (n % qkvHeadDim != 0 || qkvKv % qkvHeadDim != 0 || qkvHeadDim % 2 != 0)
             throw CLI::ValidationError("--qkv-head-dim", "must be even and divide --n and --qkv");
+          constexpr double kLlama3RopeTheta = 500000.0;
           codegen::RotarySpec rotary;
           rotary.headDim = rotary.rotaryDim = qkvHeadDim;
-          for (int64_t i = 0; i < qkvHeadDim / 2; ++i)
-            rotary.invFreq.push_back(std::pow(500000.0, -2.0 * double(i) / double(qkvHeadDim)));
+          rotary.invFreq = defaultInvFreq(kLlama3RopeTheta, qkvHeadDim);
           qkv.rope = rotary;
           qkv.cacheHeadDim = qkvHeadDim, qkv.maxSequence = kQkvCachePositions;
           bench.setPosition(191);
