@@ -132,7 +132,12 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
 }
 
 Executor::~Executor() {
-  for (auto &[steps, cmd] : recordedDecode_) context_.freeCommands(cmd);
+  try {
+    finishGreedy();
+  } catch (const std::exception &) {
+    // A GPU that timed out: the context's destructor waits for the device before it frees anything.
+  }
+  for (auto &[key, cmd] : recordedDecode_) context_.freeCommands(cmd);
 }
 
 const vk::Buffer &Executor::buffer(const plan::Binding &b) const {
@@ -182,6 +187,7 @@ std::vector<Executor::PreparedDispatch> Executor::prepare(const std::vector<plan
 }
 
 void Executor::setPosition(uint32_t position) {
+  finishGreedy();
   if (position > position_) throw RuntimeError("setPosition can only move back");
   position_ = position;
 }
@@ -248,6 +254,7 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDi
 }
 
 std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wanted) {
+  finishGreedy();
   const uint32_t count = static_cast<uint32_t>(tokens.size());
   checkStep(count);
   for (int32_t id : tokens)
@@ -300,29 +307,63 @@ int32_t Executor::greedyToken() {
 }
 
 std::vector<int32_t> Executor::decodeGreedy(int32_t token, uint32_t count) {
-  if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
+  beginGreedy(token);
   if (count == 0) return {};
+  submitGreedy(count);
+  return nextGreedyTokens();
+}
+
+void Executor::beginGreedy(int32_t token) {
+  if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
+  if (token < 0 || token >= plan_.model.vocabSize)
+    throw RuntimeError("token id " + std::to_string(token) + " is outside the vocabulary");
+  finishGreedy();
+  writeHost(input_, &token, sizeof token);
+  writeState(position_); // the token list starts again
+  greedyTokensQueued_ = 0;
+}
+
+void Executor::submitGreedy(uint32_t count) {
+  if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
+  if (count == 0) throw RuntimeError("a greedy batch needs at least one step");
   if (position_ + count > plan_.limits.maxSequence)
     throw RuntimeError("position " + std::to_string(position_ + count) + " exceeds the plan's --max-seq " +
                        std::to_string(plan_.limits.maxSequence));
-  if (token < 0 || token >= plan_.model.vocabSize)
-    throw RuntimeError("token id " + std::to_string(token) + " is outside the vocabulary");
-  writeHost(input_, &token, sizeof token);
-  writeState(position_);
-
-  // One command buffer per batch size, recorded once: `count` decode steps back to back.
-  VkCommandBuffer &cmd = recordedDecode_[count];
+  if (greedyInFlight_.size() >= vk::Context::kRecordedInFlight)
+    throw RuntimeError("submitGreedy: " + std::to_string(greedyInFlight_.size()) +
+                       " batches are in flight already; read one first");
+  // Each step takes its token and position from the state the last one left on the GPU: the host writes
+  // nothing between batches.
+  const uint32_t slot = greedySubmissions_++ % vk::Context::kRecordedInFlight;
+  VkCommandBuffer &cmd = recordedDecode_[{count, slot}];
   if (!cmd) {
     cmd = context_.beginReusableCommands();
     context_.computeBarrier(cmd);
     for (uint32_t i = 0; i < count; ++i) recordSchedule(cmd, decode_, 1, false, false);
     context_.endCommands(cmd);
   }
-  context_.submitRecorded(cmd);
-  std::vector<int32_t> tokens(count);
-  readHost(state_, plan::kStateHeaderWords * 4, tokens.data(), count * sizeof(int32_t));
+  greedyInFlight_.push_back({context_.submitRecordedAsync(cmd), greedyTokensQueued_, count});
+  greedyTokensQueued_ += count;
   position_ += count;
+}
+
+std::vector<int32_t> Executor::nextGreedyTokens() {
+  if (greedyInFlight_.empty()) throw RuntimeError("nextGreedyTokens: no greedy batch is in flight");
+  const GreedyBatch batch = greedyInFlight_.front();
+  greedyInFlight_.erase(greedyInFlight_.begin());
+  context_.waitRecorded(batch.ticket);
+  std::vector<int32_t> tokens(batch.count);
+  readHost(state_, (plan::kStateHeaderWords + batch.firstToken) * 4, tokens.data(),
+           batch.count * sizeof(int32_t));
   return tokens;
+}
+
+void Executor::finishGreedy() {
+  while (!greedyInFlight_.empty()) {
+    const uint32_t ticket = greedyInFlight_.front().ticket;
+    greedyInFlight_.erase(greedyInFlight_.begin());
+    context_.waitRecorded(ticket);
+  }
 }
 
 } // namespace gerbil::exec

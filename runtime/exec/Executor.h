@@ -46,12 +46,23 @@ public:
   // Feeds `token` and decodes `count` more greedy tokens on the GPU; returns them. The last one is not yet
   // in the KV cache (as with step). Needs plan().gpuArgmax.
   std::vector<int32_t> decodeGreedy(int32_t token, uint32_t count);
+  // The same in batches submitted ahead, so that the GPU decodes the next batch while the host reads one:
+  // beginGreedy feeds `token` at position(); submitGreedy queues `count` more steps (position() moves on
+  // at once; at most vk::Context::kRecordedInFlight batches unread); nextGreedyTokens waits for the oldest
+  // batch and returns its tokens. Anything else the executor is asked to do first waits for the batches in
+  // flight, whose tokens are then dropped (setPosition to where the kept tokens end).
+  void beginGreedy(int32_t token);
+  void submitGreedy(uint32_t count);
+  std::vector<int32_t> nextGreedyTokens();
 
   const plan::Plan &plan() const { return plan_; }
   uint32_t position() const { return position_; }
   // Moves the position back (to drop tokens decoded past a stop); the cache beyond it is overwritten later.
   void setPosition(uint32_t position);
-  void reset() { position_ = 0; }
+  void reset() {
+    finishGreedy();
+    position_ = 0;
+  }
   double lastStepGpuMs() const { return lastStepGpuMs_; }
   // The host's time recording the last step's command buffer, in ms (what the GPU may wait on before it
   // starts).
@@ -104,7 +115,18 @@ private:
   vk::Buffer arena_, kvCache_, input_, state_, scratch_;
   std::vector<vk::Pipeline> pipelines_;
   std::vector<PreparedDispatch> prefill_, decode_;
-  std::map<uint32_t, VkCommandBuffer> recordedDecode_; // steps per submit -> command buffer
+  // Waits for the greedy batches in flight and drops them.
+  void finishGreedy();
+
+  // Greedy decode: a command buffer per (steps per submit, slot), recorded once; batches in flight use
+  // different slots, so that none is submitted again while it runs.
+  std::map<std::pair<uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;
+  struct GreedyBatch {
+    uint32_t ticket, firstToken, count; // the batch's tokens: the state's token list [firstToken, + count)
+  };
+  std::vector<GreedyBatch> greedyInFlight_; // oldest first
+  uint32_t greedyTokensQueued_ = 0;         // steps submitted since beginGreedy
+  uint32_t greedySubmissions_ = 0;          // picks the slot
   uint32_t position_ = 0;
   double lastStepGpuMs_ = 0, lastStepRecordMs_ = 0;
   uint32_t prefillSubmitDispatches_ = kDefaultPrefillSubmitDispatches,

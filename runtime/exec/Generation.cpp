@@ -54,19 +54,29 @@ GenerationResult generate(Executor &executor, const std::vector<int32_t> &prompt
     return static_cast<int64_t>(result.output.size()) < options.maxNewTokens;
   };
   if (options.maxNewTokens > 0 && gpuGreedy) {
-    int32_t token = executor.greedyToken();
-    bool going = accept(token);
-    while (going) {
-      uint32_t batch = static_cast<uint32_t>(
-          std::min<int64_t>(kGreedyBatch, options.maxNewTokens - static_cast<int64_t>(result.output.size())));
-      uint32_t start = executor.position();
-      std::vector<int32_t> tokens = executor.decodeGreedy(token, batch);
-      for (uint32_t i = 0; i < batch && going; ++i) {
-        going = accept(tokens[i]);
-        // Tokens past a stop were decoded for nothing: the cache keeps the fed token and those accepted.
-        if (!going && i + 1 < batch) executor.setPosition(start + i + 1);
+    const int32_t first = executor.greedyToken();
+    if (accept(first)) {
+      // Batches go in ahead of the host's reads: the GPU decodes one while the host hands on the last.
+      const uint32_t base = executor.position();
+      executor.beginGreedy(first);
+      int64_t queued = static_cast<int64_t>(result.output.size()); // accepted or in a batch
+      const uint32_t inFlight =
+          std::max(1u, std::min(options.greedyBatchesInFlight, vk::Context::kRecordedInFlight));
+      uint32_t submitted = 0, read = 0, decoded = 0;
+      for (bool going = true; going;) {
+        while (submitted - read < inFlight && queued < options.maxNewTokens) {
+          int64_t batch = std::min(kGreedyBatch, options.maxNewTokens - queued);
+          executor.submitGreedy(static_cast<uint32_t>(batch));
+          queued += batch;
+          ++submitted;
+        }
+        std::vector<int32_t> tokens = executor.nextGreedyTokens();
+        ++read;
+        for (size_t i = 0; i < tokens.size() && going; ++i, ++decoded) going = accept(tokens[i]);
       }
-      token = tokens.back();
+      // The cache keeps the fed tokens: the first and every accepted one but the last. Batches decoded past a
+      // stop are dropped.
+      executor.setPosition(base + decoded);
     }
   } else if (options.maxNewTokens > 0) {
     Sampler sampler(options.sampling);

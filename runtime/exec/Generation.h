@@ -16,6 +16,9 @@ struct GenerationOptions {
   SamplingOptions sampling;
   std::vector<int64_t> stopTokenIds;  // generation ends after emitting one of these
   bool keepLogits = false;            // fill promptLogits and stepLogits
+  // Greedy decoding on the GPU: batches submitted before the host has read the last (1: each batch waits
+  // for the one before; at most vk::Context::kRecordedInFlight).
+  uint32_t greedyBatchesInFlight = 2;
   // Called with each new token as soon as it is chosen; returning false stops generation.
   std::function<bool(int32_t)> onToken;
 };

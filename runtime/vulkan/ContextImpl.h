@@ -91,6 +91,9 @@ struct Context::Impl {
   // Submitted by submit() without a wait; idle again once a later submitAndWait's fence has signalled.
   std::vector<VkCommandBuffer> submittedCommandBuffers;
   VkFence fence = VK_NULL_HANDLE;
+  // submitRecordedAsync's fences, and which of them a submission signals that nobody has waited for yet.
+  VkFence recordedFences[Context::kRecordedInFlight] = {};
+  bool recordedPending[Context::kRecordedInFlight] = {};
   bool forceStaging = false;
   MemoryAllocation allocation = MemoryAllocation::Dedicated; // ContextOptions::allocation
   uint32_t maxAllocations = 0; // ContextOptions::maxAllocations, else the device's limit

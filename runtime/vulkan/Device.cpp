@@ -522,6 +522,8 @@ Context::Impl::~Impl() {
     if (fence) vkDestroyFence(device, fence, nullptr);
     for (VkFence f : copyFences)
       if (f) vkDestroyFence(device, f, nullptr);
+    for (VkFence f : recordedFences)
+      if (f) vkDestroyFence(device, f, nullptr);
     if (commandPool) vkDestroyCommandPool(device, commandPool, nullptr);
     vkDestroyDevice(device, nullptr);
   }
@@ -820,6 +822,8 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   fenceInfo.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(vkCreateFence(s.device, &fenceInfo, nullptr, &s.fence), "vkCreateFence");
   for (VkFence &f : s.copyFences) check(vkCreateFence(s.device, &fenceInfo, nullptr, &f), "vkCreateFence");
+  for (VkFence &f : s.recordedFences)
+    check(vkCreateFence(s.device, &fenceInfo, nullptr, &f), "vkCreateFence");
 }
 
 Context::~Context() {
@@ -1220,6 +1224,28 @@ void Context::submitRecorded(VkCommandBuffer cmd) {
   check(vkResetFences(s.device, 1, &s.fence), "vkResetFences");
   check(submitOne(s.queue, cmd, s.fence), "vkQueueSubmit");
   waitForFence(s.device, s.fence, s.spinWaitMicroseconds);
+}
+
+uint32_t Context::submitRecordedAsync(VkCommandBuffer cmd) {
+  Impl &s = *impl_;
+  uint32_t ticket = 0;
+  while (ticket < kRecordedInFlight && s.recordedPending[ticket]) ++ticket;
+  if (ticket == kRecordedInFlight)
+    throw VulkanError("submitRecordedAsync: " + std::to_string(kRecordedInFlight) +
+                      " submissions are already in flight");
+  check(vkResetFences(s.device, 1, &s.recordedFences[ticket]), "vkResetFences");
+  check(submitOne(s.queue, cmd, s.recordedFences[ticket]), "vkQueueSubmit");
+  s.recordedPending[ticket] = true;
+  return ticket;
+}
+
+void Context::waitRecorded(uint32_t ticket) {
+  Impl &s = *impl_;
+  if (ticket >= kRecordedInFlight || !s.recordedPending[ticket])
+    throw VulkanError("waitRecorded: ticket " + std::to_string(ticket) + " is not in flight");
+  // Not pending any more even if the wait throws: a timed-out GPU is not waited for twice.
+  s.recordedPending[ticket] = false;
+  waitForFence(s.device, s.recordedFences[ticket], s.spinWaitMicroseconds);
 }
 
 void Context::freeCommands(VkCommandBuffer cmd) {

@@ -253,6 +253,12 @@ public:
   VkCommandBuffer beginReusableCommands();
   void endCommands(VkCommandBuffer cmd);
   void submitRecorded(VkCommandBuffer cmd);
+  // Submits a recorded command buffer without waiting, so that the GPU runs it while the host reads what an
+  // earlier one wrote (greedy decode batches); returns a ticket for waitRecorded, which must follow. At most
+  // kRecordedInFlight are in flight; a command buffer may be in only one of them.
+  static constexpr uint32_t kRecordedInFlight = 2;
+  uint32_t submitRecordedAsync(VkCommandBuffer cmd);
+  void waitRecorded(uint32_t ticket);
   void freeCommands(VkCommandBuffer cmd);
 
   // Timestamps: a query pool of `count` slots, reset it in a command buffer, write, read after submit.

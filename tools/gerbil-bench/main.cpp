@@ -94,6 +94,11 @@ int main(int argc, char **argv) {
          "exportable, priority: other ways a driver may map differently)")
       ->check(CLI::IsMember(gerbil::vk::memoryAllocationNames()))
       ->capture_default_str();
+  uint32_t greedyInFlight = gerbil::exec::GenerationOptions{}.greedyBatchesInFlight;
+  app.add_option("--greedy-in-flight", greedyInFlight,
+                 "Developers: greedy decode batches submitted before the host reads the last (1: none ahead)")
+      ->check(CLI::Range(1u, gerbil::vk::Context::kRecordedInFlight))
+      ->capture_default_str();
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
   CLI11_PARSE(app, argc, argv);
@@ -146,6 +151,7 @@ int main(int argc, char **argv) {
       executor.reset();
       gerbil::exec::GenerationOptions generation;
       generation.maxNewTokens = static_cast<int64_t>(decodeTokens) + 1;  // the first comes from the prefill
+      generation.greedyBatchesInFlight = greedyInFlight;
       gerbil::exec::GenerationResult out = gerbil::exec::generate(executor, prompt, generation);
       if (r > 0) decodeMs = std::min(decodeMs, out.decodeMs);
     }
@@ -172,6 +178,7 @@ int main(int argc, char **argv) {
                                {"tokens_per_s", 1000.0 / msPerToken},
                                {"weight_gb_per_s", weightBytes / (msPerToken / 1000) / 1e9}}}};
     result["allocation"] = allocation;
+    result["greedy_batches_in_flight"] = greedyInFlight;
     if (weightBlockMiB != gerbil::exec::kDefaultWeightBlockBytes >> 20)
       result["weight_block_mib"] = weightBlockMiB;
     if (withProfile) {

@@ -1,0 +1,104 @@
+// Greedy decoding on the GPU submits its batches ahead of the host's reads (Executor::submitGreedy): the
+// tokens must be those of batches run one at a time and of the step-by-step loop that reads the logits, and
+// a generation stopped while a later batch runs must leave the KV cache where a continuation expects it.
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/Generation.h"
+#include "runtime/exec/WeightLoader.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/vulkan/Device.h"
+#include "test/e2e/FixturePlan.h"
+
+#include <gtest/gtest.h>
+
+using namespace gerbil;
+using namespace gerbil::e2e;
+
+namespace {
+
+// Past two batches of 16, so that a third is in flight while the host reads the second.
+constexpr int64_t kNewTokens = 41;
+
+class GreedyBatchesTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    fixture_ = testData() / "fixtures/models/llama-tiny";
+    ASSERT_NO_FATAL_FAILURE(compileFixture(fixture_, "--dtype f32 --max-seq 96 --prefill-chunk 16", plan_));
+    ASSERT_TRUE(plan_.gpuArgmax);
+    std::string noDevice;
+    context_ = contextOrNull(noDevice);
+    if (!context_) GTEST_SKIP() << noDevice;
+    weights::Checkpoint checkpoint = weights::Checkpoint::open(fixture_.string());
+    executor_ = std::make_unique<exec::Executor>(*context_, plan_,
+                                                 exec::uploadWeights(*context_, plan_, checkpoint, nullptr));
+  }
+  void TearDown() override {
+    executor_.reset();
+    if (context_) {
+      EXPECT_EQ(context_->validationErrors(), 0u);
+    }
+  }
+
+  exec::GenerationResult generate(const std::vector<int32_t> &prompt, exec::GenerationOptions options,
+                                  bool fresh = true) {
+    if (fresh) executor_->reset();
+    return exec::generate(*executor_, prompt, options);
+  }
+
+  fs::path fixture_;
+  plan::Plan plan_;
+  std::unique_ptr<vk::Context> context_;
+  std::unique_ptr<exec::Executor> executor_;
+  const std::vector<int32_t> prompt_ = {5, 77, 12, 200, 3};
+};
+
+exec::GenerationOptions greedy(int64_t tokens, uint32_t inFlight) {
+  exec::GenerationOptions options;
+  options.maxNewTokens = tokens;
+  options.greedyBatchesInFlight = inFlight;
+  return options;
+}
+
+TEST_F(GreedyBatchesTest, AheadMatchOneAtATimeAndTheLogitsLoop) {
+  exec::GenerationResult ahead = generate(prompt_, greedy(kNewTokens, 2));
+  ASSERT_EQ(ahead.output.size(), size_t(kNewTokens));
+  EXPECT_EQ(executor_->position(), prompt_.size() + kNewTokens - 1);
+  EXPECT_EQ(generate(prompt_, greedy(kNewTokens, 1)).output, ahead.output);
+  // Reading the logits turns the GPU argmax off: the host picks each token from them.
+  exec::GenerationOptions logits = greedy(kNewTokens, 2);
+  logits.keepLogits = true;
+  EXPECT_EQ(generate(prompt_, logits).output, ahead.output);
+}
+
+TEST_F(GreedyBatchesTest, StopWhileABatchRunsKeepsTheCacheOfTheAcceptedTokens) {
+  const std::vector<int32_t> whole = generate(prompt_, greedy(kNewTokens, 2)).output;
+  // Stopped at the 20th token, in the second batch: the third is in flight and is dropped.
+  exec::GenerationOptions stopped = greedy(kNewTokens, 2);
+  stopped.onToken = [n = 0](int32_t) mutable { return ++n < 20; };
+  exec::GenerationResult first = generate(prompt_, stopped);
+  ASSERT_EQ(first.output.size(), 20u);
+  EXPECT_EQ(first.stopReason, "callback");
+  EXPECT_EQ(std::vector<int32_t>(whole.begin(), whole.begin() + 20), first.output);
+  EXPECT_EQ(executor_->position(), prompt_.size() + 19);
+  // Continuing from the last token decodes what the uninterrupted run did.
+  exec::GenerationResult rest = generate({first.output.back()}, greedy(kNewTokens - 20, 2), false);
+  EXPECT_EQ(std::vector<int32_t>(whole.begin() + 20, whole.end()), rest.output);
+}
+
+TEST_F(GreedyBatchesTest, ExecutorRefusesMisuseAndStepsAfterBatchesInFlight) {
+  executor_->reset();
+  executor_->step(prompt_, exec::Logits::None);
+  EXPECT_THROW(executor_->nextGreedyTokens(), exec::RuntimeError);
+  executor_->beginGreedy(executor_->greedyToken());
+  executor_->submitGreedy(4);
+  executor_->submitGreedy(4);
+  EXPECT_THROW(executor_->submitGreedy(4), exec::RuntimeError);
+  EXPECT_THROW(executor_->submitGreedy(0), exec::RuntimeError);
+  EXPECT_EQ(executor_->nextGreedyTokens().size(), 4u);
+  // A step waits for the batch still in flight and drops it; its position counts that batch's steps.
+  EXPECT_EQ(executor_->position(), prompt_.size() + 8);
+  EXPECT_EQ(executor_->step({1}, exec::Logits::Last).size(), size_t(plan_.model.vocabSize));
+  EXPECT_THROW(executor_->nextGreedyTokens(), exec::RuntimeError);
+  EXPECT_THROW(executor_->submitGreedy(uint32_t(plan_.limits.maxSequence)), exec::RuntimeError);
+}
+
+} // namespace
