@@ -684,6 +684,44 @@ TEST(VulkanDispatch, SpinWaitsStillWaitForTheGpu) {
   }
 }
 
+// Recorded command buffers submitted without a wait (greedy decode batches): two in flight, each chained to
+// the one before by its opening barrier, each waited for by its own ticket; a third, or a ticket waited
+// for twice, is refused.
+TEST(VulkanDispatch, RecordedSubmissionsInFlightRunInOrder) {
+  CONTEXT_OR_SKIP(ctx, ContextOptions{});
+  constexpr uint32_t n = 5000;
+  Pipeline pipeline =
+      ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+  Buffer x = ctx->createBuffer(n * sizeof(float), "x", true);
+  Buffer y = ctx->createBuffer(n * sizeof(float), "y", true);
+  std::vector<float> input = ramp(n);
+  ctx->upload(x, 0, input.data(), n * sizeof(float));
+  // x -> y, then y -> x: the second submission reads what the first wrote.
+  VkDescriptorSet forth = ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {y.handle(), 0, 0}});
+  VkDescriptorSet back = ctx->createDescriptorSet(pipeline, {{y.handle(), 0, 0}, {x.handle(), 0, 0}});
+  VkCommandBuffer recorded[2];
+  for (int i = 0; i < 2; ++i) {
+    recorded[i] = ctx->beginReusableCommands();
+    ctx->computeBarrier(recorded[i]);
+    recordDoublePlusStart(*ctx, recorded[i], pipeline, i == 0 ? forth : back, n, i == 0 ? 1 : 3);
+    ctx->endCommands(recorded[i]);
+  }
+  uint32_t first = ctx->submitRecordedAsync(recorded[0]);
+  uint32_t second = ctx->submitRecordedAsync(recorded[1]);
+  EXPECT_NE(first, second);
+  EXPECT_THROW(ctx->submitRecordedAsync(recorded[0]), VulkanError);
+  ctx->waitRecorded(first);
+  EXPECT_THROW(ctx->waitRecorded(first), VulkanError);
+  ctx->waitRecorded(second);
+  EXPECT_THROW(ctx->waitRecorded(Context::kRecordedInFlight), VulkanError);
+  std::vector<float> output(n);
+  ctx->download(x, 0, output.data(), n * sizeof(float));
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(output[i], 2.0f * (2.0f * input[i] + 1.0f) + 3.0f) << "element " << i;
+  for (VkCommandBuffer cmd : recorded) ctx->freeCommands(cmd);
+  EXPECT_EQ(ctx->validationErrors(), 0u);
+}
+
 // Staged uploads and downloads must be ordered against dispatches in separate submissions.
 TEST(VulkanDispatch, StagedBuffersFeedAndReceiveDispatches) {
   CONTEXT_OR_SKIP(ctx, stagedOptions(16 << 10));
