@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace gerbil::exec {
 
@@ -187,7 +188,7 @@ std::vector<Executor::PreparedDispatch> Executor::prepare(const std::vector<plan
 }
 
 void Executor::setPosition(uint32_t position) {
-  finishGreedy();
+  dropGreedy();
   if (position > position_) throw RuntimeError("setPosition can only move back");
   position_ = position;
 }
@@ -301,6 +302,7 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
 
 int32_t Executor::greedyToken() {
   if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
+  finishGreedy();
   uint32_t token = 0;
   readHost(state_, plan::kStateHeaderWords * 4, &token, 4);
   return static_cast<int32_t>(token);
@@ -321,10 +323,14 @@ void Executor::beginGreedy(int32_t token) {
   writeHost(input_, &token, sizeof token);
   writeState(position_); // the token list starts again
   greedyTokensQueued_ = 0;
+  greedyStarted_ = true;
 }
 
 void Executor::submitGreedy(uint32_t count) {
   if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
+  if (!greedyStarted_)
+    throw RuntimeError(
+        "submitGreedy: no greedy run (beginGreedy starts one; a step, setPosition or reset ends it)");
   if (count == 0) throw RuntimeError("a greedy batch needs at least one step");
   if (position_ + count > plan_.limits.maxSequence)
     throw RuntimeError("position " + std::to_string(position_ + count) + " exceeds the plan's --max-seq " +
@@ -358,12 +364,16 @@ std::vector<int32_t> Executor::nextGreedyTokens() {
   return tokens;
 }
 
+void Executor::dropGreedy() {
+  for (const GreedyBatch &batch : greedyInFlight_) greedyDropped_.push_back(batch.ticket);
+  greedyInFlight_.clear();
+  greedyStarted_ = false;
+}
+
 void Executor::finishGreedy() {
-  while (!greedyInFlight_.empty()) {
-    const uint32_t ticket = greedyInFlight_.front().ticket;
-    greedyInFlight_.erase(greedyInFlight_.begin());
-    context_.waitRecorded(ticket);
-  }
+  dropGreedy();
+  // Cleared first: a wait that throws (a GPU that timed out) is not repeated.
+  for (uint32_t ticket : std::exchange(greedyDropped_, {})) context_.waitRecorded(ticket);
 }
 
 } // namespace gerbil::exec

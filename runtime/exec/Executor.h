@@ -49,8 +49,8 @@ public:
   // The same in batches submitted ahead, so that the GPU decodes the next batch while the host reads one:
   // beginGreedy feeds `token` at position(); submitGreedy queues `count` more steps (position() moves on
   // at once; at most vk::Context::kRecordedInFlight batches unread); nextGreedyTokens waits for the oldest
-  // batch and returns its tokens. Anything else the executor is asked to do first waits for the batches in
-  // flight, whose tokens are then dropped (setPosition to where the kept tokens end).
+  // batch and returns its tokens. setPosition and reset drop the batches in flight without waiting (a stop
+  // does not wait for a batch decoded past it); whatever touches the GPU's state next waits for them.
   void beginGreedy(int32_t token);
   void submitGreedy(uint32_t count);
   std::vector<int32_t> nextGreedyTokens();
@@ -60,7 +60,7 @@ public:
   // Moves the position back (to drop tokens decoded past a stop); the cache beyond it is overwritten later.
   void setPosition(uint32_t position);
   void reset() {
-    finishGreedy();
+    dropGreedy();
     position_ = 0;
   }
   double lastStepGpuMs() const { return lastStepGpuMs_; }
@@ -115,7 +115,9 @@ private:
   vk::Buffer arena_, kvCache_, input_, state_, scratch_;
   std::vector<vk::Pipeline> pipelines_;
   std::vector<PreparedDispatch> prefill_, decode_;
-  // Waits for the greedy batches in flight and drops them.
+  // Ends the greedy run: its batches in flight are no longer read; finishGreedy also waits for them (before
+  // anything the host writes for the GPU).
+  void dropGreedy();
   void finishGreedy();
 
   // Greedy decode: a command buffer per (steps per submit, slot), recorded once; batches in flight use
@@ -125,6 +127,8 @@ private:
     uint32_t ticket, firstToken, count; // the batch's tokens: the state's token list [firstToken, + count)
   };
   std::vector<GreedyBatch> greedyInFlight_; // oldest first
+  std::vector<uint32_t> greedyDropped_;     // tickets of batches dropped but maybe still running
+  bool greedyStarted_ = false;              // beginGreedy came after the last step, setPosition or reset
   uint32_t greedyTokensQueued_ = 0;         // steps submitted since beginGreedy
   uint32_t greedySubmissions_ = 0;          // picks the slot
   uint32_t position_ = 0;

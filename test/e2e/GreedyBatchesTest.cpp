@@ -98,7 +98,19 @@ TEST_F(GreedyBatchesTest, ExecutorRefusesMisuseAndStepsAfterBatchesInFlight) {
   EXPECT_EQ(executor_->position(), prompt_.size() + 8);
   EXPECT_EQ(executor_->step({1}, exec::Logits::Last).size(), size_t(plan_.model.vocabSize));
   EXPECT_THROW(executor_->nextGreedyTokens(), exec::RuntimeError);
+  EXPECT_THROW(executor_->submitGreedy(4), exec::RuntimeError); // the step ended the greedy run
+  executor_->beginGreedy(1);
   EXPECT_THROW(executor_->submitGreedy(uint32_t(plan_.limits.maxSequence)), exec::RuntimeError);
+  // setPosition drops a batch without waiting for it; the next greedy run waits, then decodes as before.
+  const uint32_t start = executor_->position();
+  executor_->submitGreedy(4);
+  executor_->setPosition(start);
+  EXPECT_THROW(executor_->nextGreedyTokens(), exec::RuntimeError);
+  executor_->beginGreedy(1);
+  executor_->submitGreedy(4);
+  const std::vector<int32_t> again = executor_->nextGreedyTokens();
+  executor_->setPosition(start);
+  EXPECT_EQ(executor_->decodeGreedy(1, 4), again);
 }
 
 } // namespace
