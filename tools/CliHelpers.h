@@ -121,4 +121,19 @@ inline std::function<std::string(const CLI::App *, const CLI::Error &)> failureM
   };
 }
 
+// The exit code of a command-line error in every gerbil tool.
+inline constexpr int kUsageExitCode = 2;
+
+// Parses the command line, errors in failureMessage(tool)'s form: nothing where the tool goes on, else the
+// exit code to return (0 after --help, kUsageExitCode after an error, which is printed).
+inline std::optional<int> parseCommandLine(CLI::App &app, int argc, char **argv, const std::string &tool) {
+  app.failure_message(failureMessage(tool));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? 0 : kUsageExitCode;
+  }
+  return std::nullopt;
+}
+
 } // namespace gerbil::cli

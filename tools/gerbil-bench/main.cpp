@@ -99,9 +99,21 @@ int main(int argc, char **argv) {
                  "Developers: greedy decode batches submitted before the host reads the last (1: none ahead)")
       ->check(CLI::Range(1u, gerbil::vk::Context::kRecordedInFlight))
       ->capture_default_str();
+  gerbil::exec::SamplingOptions sampling;
+  app.add_option(
+         "--temperature", sampling.temperature,
+         "Decode through the sampling loop at this temperature (a step and a logits read a token, the "
+         "draw on the host) instead of the GPU's greedy batches; 0: greedy")
+      ->check(gerbil::cli::number(0, false))
+      ->capture_default_str();
+  app.add_option("--top-k", sampling.topK, "With --temperature: sample among the k most likely (0: all)")
+      ->check(gerbil::cli::number(0, false));
+  app.add_option("--top-p", sampling.topP, "With --temperature: sample within cumulative probability p")
+      ->check(gerbil::cli::number(0, false, 1));
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> exitCode = gerbil::cli::parseCommandLine(app, argc, argv, "gerbil-bench"))
+    return *exitCode;
 
   try {
     gerbil::plan::Plan plan = gerbil::plan::readFile(planPath);
@@ -152,6 +164,7 @@ int main(int argc, char **argv) {
       gerbil::exec::GenerationOptions generation;
       generation.maxNewTokens = static_cast<int64_t>(decodeTokens) + 1;  // the first comes from the prefill
       generation.greedyBatchesInFlight = greedyInFlight;
+      generation.sampling = sampling;
       gerbil::exec::GenerationResult out = gerbil::exec::generate(executor, prompt, generation);
       if (r > 0) decodeMs = std::min(decodeMs, out.decodeMs);
     }
@@ -179,6 +192,11 @@ int main(int argc, char **argv) {
                                {"weight_gb_per_s", weightBytes / (msPerToken / 1000) / 1e9}}}};
     result["allocation"] = allocation;
     result["greedy_batches_in_flight"] = greedyInFlight;
+    // Which loop the decode figures are of: the GPU's greedy batches, or a step and a host draw a token.
+    result["decode"]["loop"] = sampling.plainArgmax() && plan.gpuArgmax ? "gpu-greedy" : "host-sampling";
+    if (!sampling.plainArgmax())
+      result["decode"]["sampling"] = {
+          {"temperature", sampling.temperature}, {"top_k", sampling.topK}, {"top_p", sampling.topP}};
     if (weightBlockMiB != gerbil::exec::kDefaultWeightBlockBytes >> 20)
       result["weight_block_mib"] = weightBlockMiB;
     if (withProfile) {
@@ -196,8 +214,9 @@ int main(int argc, char **argv) {
                   weightBytes / 1e9, loadMs, loadConvertMs, loadUploadMs);
       std::printf("prefill %zu tokens: %.2f ms (%.0f tokens/s)\n", prefillTokens, prefillMs,
                   prefillTokens / (prefillMs / 1000));
-      std::printf("decode %zu tokens after %zu: %.3f ms/token, %.1f tokens/s, %.0f GB/s of weights\n", decodeTokens,
-                  promptTokens, msPerToken, 1000.0 / msPerToken, weightBytes / (msPerToken / 1000) / 1e9);
+      std::printf("decode %zu tokens after %zu (%s): %.3f ms/token, %.1f tokens/s, %.0f GB/s of weights\n",
+                  decodeTokens, promptTokens, result["decode"]["loop"].get<std::string>().c_str(), msPerToken,
+                  1000.0 / msPerToken, weightBytes / (msPerToken / 1000) / 1e9);
       if (withProfile)
         for (const char *key : {"profile_decode", "profile_prefill"}) {
           std::printf("%s:\n", key);

@@ -72,7 +72,6 @@ void addOptions(CLI::App &app, Options &o) {
       "chat.\n"
       "Exit codes: 0 success, 2 usage, 3 bad input (config, plan, weights, tokenizer, chat template), "
       "4 device or Vulkan error, 5 I/O, 130 ended by Ctrl-C.");
-  app.failure_message(cli::failureMessage("gerbil-exec"));
 }
 
 std::string checkOptions(const CLI::App &app, const Options &o) {

@@ -1,5 +1,6 @@
 // gerbil-exec: runs a gerbil plan on a Vulkan device with the model's safetensors weights: token ids in and
 // out (--prompt-ids), text in and out (--prompt, --prompt-file) or a chat (--chat).
+#include "tools/CliHelpers.h"
 #include "tools/gerbil-exec/Modes.h"
 
 #include "runtime/chat/ChatTemplate.h"
@@ -14,11 +15,8 @@ int main(int argc, char **argv) {
   CLI::App app{"gerbil-exec: runs a gerbil plan (from gerbilc) on a Vulkan GPU."};
   Options options;
   addOptions(app, options);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? kOk : kUsage;
-  }
+  if (std::optional<int> exitCode = gerbil::cli::parseCommandLine(app, argc, argv, "gerbil-exec"))
+    return *exitCode;
 
   auto fail = [](const std::exception &e, int code) {
     std::cerr << "gerbil-exec: error: " << e.what() << "\n";

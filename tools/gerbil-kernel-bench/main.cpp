@@ -17,6 +17,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
 #include "runtime/vulkan/PipelineStatistics.h"
+#include "tools/CliHelpers.h"
 #include "tools/gerbil-kernel-bench/Defines.h"
 #include "tools/gerbil-kernel-bench/MlpBench.h"
 #include "tools/gerbil-kernel-bench/StatisticsJson.h"
@@ -478,7 +479,8 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(1, 100000));
   mlpCommand->add_option("--copies", mlp.copies,
                          "Weight sets the phases rotate over (default: up to 256 MiB of them; 1: in L2)");
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> exitCode = gerbil::cli::parseCommandLine(app, argc, argv, "gerbil-kernel-bench"))
+    return *exitCode;
   options.rotateBytes = rotateMib << 20;
   options.packBytes = packMib << 20;
   options.dtype = dtype == "f32" ? plan::DType::F32 : dtype == "bf16" ? plan::DType::BF16 : plan::DType::F16;

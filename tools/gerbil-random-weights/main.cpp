@@ -3,6 +3,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/weights/HalfConversion.h"
 #include "runtime/weights/Safetensors.h"
+#include "tools/CliHelpers.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -88,7 +89,8 @@ int main(int argc, char **argv) {
   unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
   app.add_option("--threads", threads, "Threads making values (the file does not depend on it)")
       ->check(CLI::Range(1u, 256u));
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> exitCode = gerbil::cli::parseCommandLine(app, argc, argv, "gerbil-random-weights"))
+    return *exitCode;
   try {
     gerbil::plan::Plan plan = gerbil::plan::readFile(planPath);
     auto sources = sourceTensors(plan);

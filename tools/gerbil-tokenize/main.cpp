@@ -86,12 +86,8 @@ int main(int argc, char **argv) {
   app.add_flag("--skip-special-tokens", options.skipSpecialTokens, "With --decode: leave special tokens out");
   app.add_flag("--clean-up-tokenization-spaces", options.cleanUp,
                "With --decode: apply transformers' clean_up_tokenization (\" .\" -> \".\", ...)");
-  app.failure_message(gerbil::cli::failureMessage("gerbil-tokenize"));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? kOk : kUsage;
-  }
+  if (std::optional<int> exitCode = gerbil::cli::parseCommandLine(app, argc, argv, "gerbil-tokenize"))
+    return *exitCode;
 
   std::optional<gerbil::tokenizer::Tokenizer> tokenizer;
   try {

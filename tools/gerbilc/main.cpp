@@ -90,12 +90,8 @@ int main(int argc, char **argv) {
   app.add_flag("--list-architectures", list, "Print the supported architectures and exit");
   app.add_flag("--stats", stats, "Print dispatches per step and buffer sizes after compiling");
   app.add_flag("--json", json, "Print the --stats summary as one JSON object (for scripts)");
-  app.failure_message(gerbil::cli::failureMessage("gerbilc"));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? 0 : gerbil::kExitUsage;
-  }
+  if (std::optional<int> exitCode = gerbil::cli::parseCommandLine(app, argc, argv, "gerbilc"))
+    return *exitCode;
   options.subgroupOps = !noSubgroupOps;
   if (list) return gerbil::listArchitectures(options.archSpecDir, std::cout, std::cerr);
   if (options.configPath.empty()) {
