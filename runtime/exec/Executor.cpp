@@ -265,6 +265,37 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   writeHost(input_, tokens.data(), count * sizeof(int32_t));
   writeState(position_);
 
+  if (count == 1 && !profiling_) {
+    replayDecodeStep();
+  } else {
+    recordAndRunStep(count, wanted);
+  }
+  position_ += count;
+
+  if (wanted == Logits::None) return {};
+  const uint64_t vocab = static_cast<uint64_t>(plan_.model.vocabSize);
+  const uint32_t firstRow = wanted == Logits::All ? 0 : count - 1;
+  std::vector<float> logits((count - firstRow) * vocab);
+  context_.download(arena_, plan_.logits.offset + firstRow * vocab * sizeof(float), logits.data(),
+                    logits.size() * sizeof(float));
+  return logits;
+}
+
+void Executor::replayDecodeStep() {
+  // Recorded once, as the greedy batches are (a sampling loop re-recorded every launch of every token:
+  // ~0.1-0.4 ms of host time a token, as long as the prefill's recordMs, while the GPU waited).
+  VkCommandBuffer &cmd = recordedDecode_[{1, kSingleStepSlot}];
+  if (!cmd) {
+    cmd = context_.beginReusableCommands();
+    context_.computeBarrier(cmd); // host writes and earlier submissions come first
+    recordSchedule(cmd, decode_, 1, false, false);
+    context_.endCommands(cmd);
+  }
+  context_.submitRecorded(cmd);
+  lastStepGpuMs_ = lastStepRecordMs_ = 0;
+}
+
+void Executor::recordAndRunStep(uint32_t count, Logits wanted) {
   const auto &schedule = count == 1 ? decode_ : prefill_;
   const auto recordStart = support::Clock::now();
   VkCommandBuffer cmd = context_.beginCommands();
@@ -289,15 +320,6 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
       for (size_t i = 1; i < ns.size(); ++i)
         lastDispatchMs_.push_back(static_cast<double>(ns[i] - ns[i - 1]) / 1e6);
   }
-  position_ += count;
-
-  if (wanted == Logits::None) return {};
-  const uint64_t vocab = static_cast<uint64_t>(plan_.model.vocabSize);
-  const uint32_t firstRow = wanted == Logits::All ? 0 : count - 1;
-  std::vector<float> logits((count - firstRow) * vocab);
-  context_.download(arena_, plan_.logits.offset + firstRow * vocab * sizeof(float), logits.data(),
-                    logits.size() * sizeof(float));
-  return logits;
 }
 
 int32_t Executor::greedyToken() {

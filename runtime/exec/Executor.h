@@ -1,6 +1,7 @@
 // Runs a plan on a device: owns the activation arena, the KV cache, the step state and the pipelines, and
 // executes prefill and decode steps. A step writes its token ids and position, records every dispatch of
-// its schedule with a barrier between them, submits once and reads back what it is asked for. Greedy decode
+// its schedule with a barrier between them (a one-token step once, then replayed), submits once and reads
+// back what it is asked for. Greedy decode
 // replays a recorded command buffer of several steps: the plan's GPU argmax feeds each token to the next
 // step, so the host waits once per batch of tokens and reads 4 bytes a token.
 #pragma once
@@ -63,9 +64,11 @@ public:
     dropGreedy();
     position_ = 0;
   }
+  // The GPU's time of the last step, in ms; 0 after a one-token step that was not profiled (a replayed
+  // command buffer without timestamps).
   double lastStepGpuMs() const { return lastStepGpuMs_; }
   // The host's time recording the last step's command buffer, in ms (what the GPU may wait on before it
-  // starts).
+  // starts); 0 where it was replayed.
   double lastStepRecordMs() const { return lastStepRecordMs_; }
 
   // A prefill step's command buffer is submitted in parts of this many dispatches, the GPU running each
@@ -103,6 +106,10 @@ private:
   void writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes);
   void readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes);
   void writeState(uint32_t position);
+  // step's two ways: a one-token step replays a recorded command buffer; a longer or profiled one is
+  // recorded as it runs (with timestamps where the device has them) and waited for.
+  void replayDecodeStep();
+  void recordAndRunStep(uint32_t count, Logits wanted);
   // lastRowLogits: a prefill step that needs only the last logits row (Plan::lastRowLogits). With
   // submitEvery, `cmd` is submitted after each submitEvery dispatches (the first time after firstPart, if
   // not 0) and replaced by a new one.
@@ -123,6 +130,7 @@ private:
   // Greedy decode: a command buffer per (steps per submit, slot), recorded once; batches in flight use
   // different slots, so that none is submitted again while it runs.
   std::map<std::pair<uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;
+  static constexpr uint32_t kSingleStepSlot = vk::Context::kRecordedInFlight; // step()'s, never in flight
   struct GreedyBatch {
     uint32_t ticket, firstToken, count; // the batch's tokens: the state's token list [firstToken, + count)
   };
