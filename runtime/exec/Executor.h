@@ -1,9 +1,9 @@
 // Runs a plan on a device: owns the activation arena, the KV cache, the step state and the pipelines, and
 // executes prefill and decode steps. A step writes its token ids and position, records every dispatch of
 // its schedule with a barrier between them (a one-token step once, then replayed), submits once and reads
-// back what it is asked for. Greedy decode
-// replays a recorded command buffer of several steps: the plan's GPU argmax feeds each token to the next
-// step, so the host waits once per batch of tokens and reads 4 bytes a token.
+// back what it is asked for. Greedy decode replays a recorded command buffer of several steps: the plan's
+// GPU argmax feeds each token to the next step, so the host reads 4 bytes a token and submits the next
+// batch before it reads the last.
 #pragma once
 
 #include "runtime/exec/WeightLoader.h"
@@ -110,6 +110,10 @@ private:
   // recorded as it runs (with timestamps where the device has them) and waited for.
   void replayDecodeStep();
   void recordAndRunStep(uint32_t count, Logits wanted);
+  // Ends the greedy run: its batches in flight are no longer read; finishGreedy also waits for them (before
+  // anything the host writes for the GPU).
+  void dropGreedy();
+  void finishGreedy();
   // lastRowLogits: a prefill step that needs only the last logits row (Plan::lastRowLogits). With
   // submitEvery, `cmd` is submitted after each submitEvery dispatches (the first time after firstPart, if
   // not 0) and replaced by a new one.
@@ -122,11 +126,6 @@ private:
   vk::Buffer arena_, kvCache_, input_, state_, scratch_;
   std::vector<vk::Pipeline> pipelines_;
   std::vector<PreparedDispatch> prefill_, decode_;
-  // Ends the greedy run: its batches in flight are no longer read; finishGreedy also waits for them (before
-  // anything the host writes for the GPU).
-  void dropGreedy();
-  void finishGreedy();
-
   // Greedy decode: a command buffer per (steps per submit, slot), recorded once; batches in flight use
   // different slots, so that none is submitted again while it runs.
   std::map<std::pair<uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;
