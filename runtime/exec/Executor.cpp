@@ -281,17 +281,21 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   return logits;
 }
 
-void Executor::replayDecodeStep() {
-  // Recorded once, as the greedy batches are (a sampling loop re-recorded every launch of every token:
-  // ~0.1-0.4 ms of host time a token, as long as the prefill's recordMs, while the GPU waited).
-  VkCommandBuffer &cmd = recordedDecode_[{1, kSingleStepSlot}];
+VkCommandBuffer Executor::recordedDecodeSteps(uint32_t count, uint32_t slot) {
+  VkCommandBuffer &cmd = recordedDecode_[{count, slot}];
   if (!cmd) {
     cmd = context_.beginReusableCommands();
     context_.computeBarrier(cmd); // host writes and earlier submissions come first
-    recordSchedule(cmd, decode_, 1, false, false);
+    for (uint32_t i = 0; i < count; ++i) recordSchedule(cmd, decode_, 1, false, false);
     context_.endCommands(cmd);
   }
-  context_.submitRecorded(cmd);
+  return cmd;
+}
+
+void Executor::replayDecodeStep() {
+  // Recorded once, as the greedy batches are (a sampling loop re-recorded every launch of every token:
+  // ~0.1-0.4 ms of host time a token, as long as the prefill's recordMs, while the GPU waited).
+  context_.submitRecorded(recordedDecodeSteps(1, kSingleStepSlot));
   lastStepGpuMs_ = lastStepRecordMs_ = 0;
 }
 
@@ -330,13 +334,6 @@ int32_t Executor::greedyToken() {
   return static_cast<int32_t>(token);
 }
 
-std::vector<int32_t> Executor::decodeGreedy(int32_t token, uint32_t count) {
-  beginGreedy(token);
-  if (count == 0) return {};
-  submitGreedy(count);
-  return nextGreedyTokens();
-}
-
 void Executor::beginGreedy(int32_t token) {
   if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
   if (token < 0 || token >= plan_.model.vocabSize)
@@ -363,14 +360,8 @@ void Executor::submitGreedy(uint32_t count) {
   // Each step takes its token and position from the state the last one left on the GPU: the host writes
   // nothing between batches.
   const uint32_t slot = greedySubmissions_++ % vk::Context::kRecordedInFlight;
-  VkCommandBuffer &cmd = recordedDecode_[{count, slot}];
-  if (!cmd) {
-    cmd = context_.beginReusableCommands();
-    context_.computeBarrier(cmd);
-    for (uint32_t i = 0; i < count; ++i) recordSchedule(cmd, decode_, 1, false, false);
-    context_.endCommands(cmd);
-  }
-  greedyInFlight_.push_back({context_.submitRecordedAsync(cmd), greedyTokensQueued_, count});
+  greedyInFlight_.push_back(
+      {context_.submitRecordedAsync(recordedDecodeSteps(count, slot)), greedyTokensQueued_, count});
   greedyTokensQueued_ += count;
   position_ += count;
 }

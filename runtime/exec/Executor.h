@@ -44,13 +44,11 @@ public:
 
   // The GPU argmax's token after the last step (plans with gpuArgmax).
   int32_t greedyToken();
-  // Feeds `token` and decodes `count` more greedy tokens on the GPU; returns them. The last one is not yet
-  // in the KV cache (as with step). Needs plan().gpuArgmax.
-  std::vector<int32_t> decodeGreedy(int32_t token, uint32_t count);
-  // The same in batches submitted ahead, so that the GPU decodes the next batch while the host reads one:
-  // beginGreedy feeds `token` at position(); submitGreedy queues `count` more steps (position() moves on
-  // at once; at most vk::Context::kRecordedInFlight batches unread); nextGreedyTokens waits for the oldest
-  // batch and returns its tokens. setPosition and reset drop the batches in flight without waiting (a stop
+  // Greedy decoding on the GPU (needs plan().gpuArgmax) in batches submitted ahead, so that the GPU decodes
+  // the next batch while the host reads one: beginGreedy feeds `token` at position(); submitGreedy queues
+  // `count` more steps (position() moves on at once; at most vk::Context::kRecordedInFlight batches unread);
+  // nextGreedyTokens waits for the oldest batch and returns its tokens, the last of which is not yet in the
+  // KV cache (as with step). setPosition and reset drop the batches in flight without waiting (a stop
   // does not wait for a batch decoded past it); whatever touches the GPU's state next waits for them.
   void beginGreedy(int32_t token);
   void submitGreedy(uint32_t count);
@@ -109,6 +107,8 @@ private:
   // step's two ways: a one-token step replays a recorded command buffer; a longer or profiled one is
   // recorded as it runs (with timestamps where the device has them) and waited for.
   void replayDecodeStep();
+  // `count` decode steps back to back, recorded once for each (count, slot).
+  VkCommandBuffer recordedDecodeSteps(uint32_t count, uint32_t slot);
   void recordAndRunStep(uint32_t count, Logits wanted);
   // Ends the greedy run: its batches in flight are no longer read; finishGreedy also waits for them (before
   // anything the host writes for the GPU).
