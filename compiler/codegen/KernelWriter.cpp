@@ -45,7 +45,8 @@ std::string declare(const KernelBinding &b, size_t index, bool byAddress) {
   if (b.access == Access::TokenIds)
     return declareArray(block, "restrict readonly ", "int", b.name, index, byAddress);
   if (b.access == Access::TokenIdsWrite)
-    return declareArray(block, "restrict ", "int", b.name, index, byAddress);
+    return declareArray(block, b.coherent ? "coherent restrict " : "restrict ", "int", b.name, index,
+                        byAddress);
   std::string qualifier = b.access == Access::Read ? "restrict readonly " : b.access == Access::Write ? "restrict writeonly " : "restrict ";
   if (b.coherent) qualifier = "coherent " + qualifier;
   if (b.halfValues) {

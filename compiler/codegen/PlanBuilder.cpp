@@ -6,6 +6,7 @@
 #include "compiler/codegen/KernelWriter.h"
 #include "compiler/codegen/MatMulKernel.h"
 #include "compiler/codegen/RopeKernel.h"
+#include "compiler/codegen/SamplerKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
 
 #include "gerbil/Dialect/GerbilDialect.h"
@@ -168,6 +169,7 @@ public:
       } else if (!isa<gd::WeightRefOp>(op))
         throw CodegenError("'" + op.getName().getStringRef().str() + "' is outside any dispatch");
     }
+    if (plan_.gpuArgmax) addSampler();
     // A descriptor binds at most maxStorageBufferRange bytes (128 MiB on lavapipe); an address reaches the
     // whole buffer, so plans by address ask nothing of that limit.
     plan_.requires_.maxStorageBufferRange = options_.bufferAddresses ? 0 : largestBinding();
@@ -177,6 +179,34 @@ public:
   }
 
 private:
+  // The GPU sampler's launches (sample.glsl) over the logits' last row, after the greedy token's; its words
+  // go after the state's token list, its results in the scratch's partials (its counters at the start).
+  void addSampler() {
+    const int64_t vocab = plan_.model.vocabSize;
+    const SamplerKernels sampler = samplerKernels(vocab, options_.maxSequence);
+    // (at an offset any device binds: minStorageBufferOffsetAlignment is at most 256)
+    plan_.samplingOffset = llvm::alignTo(plan_.stateBytes, kScratchRangeAlignment);
+    plan_.stateBytes = plan_.samplingOffset + plan::samplingWords(vocab) * 4;
+    const plan::Binding sampling{plan::BufferKind::State, 0, plan_.samplingOffset,
+                                 plan::samplingWords(vocab) * 4};
+    const plan::Binding counters{plan::BufferKind::Scratch, 0, 0,
+                                 std::max<uint64_t>(sampler.counterBytes, 16)};
+    const plan::Binding work{plan::BufferKind::Scratch, 0, kScratchPartialsOffset, sampler.workBytes};
+    plan_.scratchBytes = std::max(plan_.scratchBytes, kScratchPartialsOffset + sampler.workBytes);
+    static constexpr const char *kStageNames[SamplerKernels::kStages] = {
+        "the penalised maximum", "the keys' high bytes", "the cut's low bytes", "the top-p's low bytes",
+        "the draw"};
+    for (int stage = 0; stage < SamplerKernels::kStages; ++stage) {
+      plan::Dispatch d;
+      d.label = std::string("sampler: ") + kStageNames[stage];
+      d.bindings = {plan_.logits, plan_.inputIds, sampling,
+                    counters,     work,           {plan::BufferKind::State, 0, 0, plan_.stateBytes}};
+      d.grid = {plan::GridDim{0, sampler.grid[0], 1}, plan::GridDim{0, 1, 1}, plan::GridDim{0, 1, 1}};
+      d.kernel = kernelIndex(sampler.stages[size_t(stage)], "sample", d.label);
+      plan_.sampler.push_back(std::move(d));
+    }
+  }
+
   // Whether the dispatch's result is the logits that @forward returns: its decode gemv then reads its row
   // from the firstRow push constant (GemvSpec::rowFromPush), which only Plan::lastRowLogits sets.
   static bool producesLogits(gd::DispatchOp dispatch) {

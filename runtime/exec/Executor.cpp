@@ -3,6 +3,7 @@
 #include "runtime/support/Clock.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -130,6 +131,7 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
                                                 plan::pushConstantBytes(plan.bufferAccess, k), k.name));
   prefill_ = prepare(plan.prefill);
   decode_ = prepare(plan.decode);
+  sampler_ = prepare(plan.sampler);
 }
 
 Executor::~Executor() {
@@ -203,11 +205,11 @@ void Executor::checkStep(uint32_t count) const {
                        std::to_string(plan_.limits.maxSequence) + ": recompile with a larger --max-seq");
 }
 
-void Executor::writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes) {
+void Executor::writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes, uint64_t offset) {
   if (void *mapped = buffer.mappedData())
-    std::memcpy(mapped, data, bytes);
+    std::memcpy(static_cast<uint8_t *>(mapped) + offset, data, bytes);
   else
-    context_.upload(buffer, 0, data, bytes);
+    context_.upload(buffer, offset, data, bytes);
 }
 
 void Executor::readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes) {
@@ -271,6 +273,7 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
     recordAndRunStep(count, wanted);
   }
   position_ += count;
+  lastStepTokens_ = count;
 
   if (wanted == Logits::None) return {};
   const uint64_t vocab = static_cast<uint64_t>(plan_.model.vocabSize);
@@ -281,15 +284,71 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   return logits;
 }
 
-VkCommandBuffer Executor::recordedDecodeSteps(uint32_t count, uint32_t slot) {
-  VkCommandBuffer &cmd = recordedDecode_[{count, slot}];
+VkCommandBuffer Executor::recordedDecodeSteps(uint32_t count, uint32_t slot, bool sampled) {
+  VkCommandBuffer &cmd = recordedDecode_[{count, slot, sampled}];
   if (!cmd) {
     cmd = context_.beginReusableCommands();
     context_.computeBarrier(cmd); // host writes and earlier submissions come first
-    for (uint32_t i = 0; i < count; ++i) recordSchedule(cmd, decode_, 1, false, false);
+    for (uint32_t i = 0; i < count; ++i) {
+      recordSchedule(cmd, decode_, 1, false, false);
+      if (sampled) recordSampler(cmd, 1);
+    }
     context_.endCommands(cmd);
   }
   return cmd;
+}
+
+void Executor::recordSampler(VkCommandBuffer cmd, uint32_t tokens) {
+  std::vector<uint32_t> push;
+  for (const PreparedDispatch &d : sampler_) {
+    push.assign({tokens, tokens - 1});
+    push.insert(push.end(), d.addresses.begin(), d.addresses.end());
+    context_.dispatch(cmd, pipelines_[d.kernel], d.set, push.data(),
+                      static_cast<uint32_t>(push.size() * sizeof(uint32_t)), d.grid[0].evaluate(tokens),
+                      d.grid[1].evaluate(tokens), d.grid[2].evaluate(tokens));
+    context_.computeBarrier(cmd);
+  }
+}
+
+void Executor::setSampling(const SamplingOptions &options, std::span<const int32_t> seen) {
+  if (plan_.sampler.empty())
+    throw RuntimeError("the plan has no GPU sampler (compiled without a GPU argmax): sample on the host");
+  Sampler checked(options); // throws on an option out of range
+  finishGreedy();           // batches in flight read and set the penalty's bits
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  const int64_t vocab = plan_.model.vocabSize;
+  std::vector<uint32_t> words(plan::samplingWords(vocab), 0);
+  words[plan::kInverseTemperature] =
+      bits(options.temperature > 0 ? static_cast<float>(1.0 / options.temperature) : 0.0f);
+  words[plan::kTopK] = static_cast<uint32_t>(std::min<int64_t>(options.topK, vocab));
+  // p as a fraction of 2^32: 1 (off) would not fit, and p just below it rounds down to a fraction that does.
+  words[plan::kTopPFraction] =
+      options.topP < 1.0 ? static_cast<uint32_t>(std::min(std::ldexp(options.topP, 32), 4294967295.0)) : 0u;
+  words[plan::kMinPKey] =
+      options.minP > 0 ? plan::samplingKey(static_cast<float>(std::log(options.minP))) : 0u;
+  words[plan::kPenalty] = bits(static_cast<float>(options.repetitionPenalty));
+  words[plan::kInversePenalty] = bits(static_cast<float>(1.0 / options.repetitionPenalty));
+  words[plan::kSeedLow] = static_cast<uint32_t>(options.seed);
+  words[plan::kSeedHigh] = static_cast<uint32_t>(options.seed >> 32);
+  for (int32_t id : seen)
+    if (id >= 0 && id < vocab) words[plan::kSamplingParamWords + size_t(id) / 32] |= 1u << (id % 32);
+  writeHost(state_, words.data(), words.size() * 4, plan_.samplingOffset);
+  samplingSet_ = true;
+}
+
+int32_t Executor::sampledToken() {
+  if (!samplingSet_) throw RuntimeError("sampledToken: setSampling first");
+  if (lastStepTokens_ == 0) throw RuntimeError("sampledToken: no step has run");
+  finishGreedy();
+  VkCommandBuffer cmd = context_.beginCommands();
+  context_.computeBarrier(cmd);
+  recordSampler(cmd, lastStepTokens_);
+  context_.submitAndWait(cmd);
+  return greedyToken();
 }
 
 void Executor::replayDecodeStep() {
@@ -335,6 +394,15 @@ int32_t Executor::greedyToken() {
 }
 
 void Executor::beginGreedy(int32_t token) {
+  beginRun(token, false);
+}
+
+void Executor::beginSampling(int32_t token) {
+  if (!samplingSet_) throw RuntimeError("beginSampling: setSampling first");
+  beginRun(token, true);
+}
+
+void Executor::beginRun(int32_t token, bool sampled) {
   if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
   if (token < 0 || token >= plan_.model.vocabSize)
     throw RuntimeError("token id " + std::to_string(token) + " is outside the vocabulary");
@@ -343,6 +411,7 @@ void Executor::beginGreedy(int32_t token) {
   writeState(position_); // the token list starts again
   greedyTokensQueued_ = 0;
   greedyStarted_ = true;
+  greedySampled_ = sampled;
 }
 
 void Executor::submitGreedy(uint32_t count) {
@@ -360,8 +429,8 @@ void Executor::submitGreedy(uint32_t count) {
   // Each step takes its token and position from the state the last one left on the GPU: the host writes
   // nothing between batches.
   const uint32_t slot = greedySubmissions_++ % vk::Context::kRecordedInFlight;
-  greedyInFlight_.push_back(
-      {context_.submitRecordedAsync(recordedDecodeSteps(count, slot)), greedyTokensQueued_, count});
+  greedyInFlight_.push_back({context_.submitRecordedAsync(recordedDecodeSteps(count, slot, greedySampled_)),
+                             greedyTokensQueued_, count});
   greedyTokensQueued_ += count;
   position_ += count;
 }

@@ -6,11 +6,14 @@
 // batch before it reads the last.
 #pragma once
 
+#include "runtime/exec/Sampler.h"
 #include "runtime/exec/WeightLoader.h"
 
 #include <array>
 #include <cstdint>
 #include <map>
+#include <span>
+#include <tuple>
 #include <vector>
 
 namespace gerbil::exec {
@@ -53,6 +56,16 @@ public:
   void beginGreedy(int32_t token);
   void submitGreedy(uint32_t count);
   std::vector<int32_t> nextGreedyTokens();
+
+  // Sampling on the GPU (plans with a sampler: plan().sampler): setSampling hands the GPU the options and
+  // the tokens the repetition penalty sees (ids outside the vocabulary are left out); sampledToken draws the
+  // token after the last step from its last logits row; beginSampling starts a run of batches like
+  // beginGreedy's (submitGreedy, nextGreedyTokens) whose tokens are drawn. The draw for the token at
+  // position n is Philox4x32-10 of n under the seed: a seed gives the same tokens however they are batched.
+  // Throws RuntimeError.
+  void setSampling(const SamplingOptions &options, std::span<const int32_t> seen);
+  int32_t sampledToken();
+  void beginSampling(int32_t token);
 
   const plan::Plan &plan() const { return plan_; }
   uint32_t position() const { return position_; }
@@ -101,14 +114,18 @@ private:
   vk::BufferRange range(const plan::Binding &binding) const;
   uint64_t address(const plan::Binding &binding) const;
   void checkStep(uint32_t tokens) const;
-  void writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes);
+  void writeHost(vk::Buffer &buffer, const void *data, uint64_t bytes, uint64_t offset = 0);
   void readHost(const vk::Buffer &buffer, uint64_t offset, void *data, uint64_t bytes);
   void writeState(uint32_t position);
   // step's two ways: a one-token step replays a recorded command buffer; a longer or profiled one is
   // recorded as it runs (with timestamps where the device has them) and waited for.
   void replayDecodeStep();
-  // `count` decode steps back to back, recorded once for each (count, slot).
-  VkCommandBuffer recordedDecodeSteps(uint32_t count, uint32_t slot);
+  // `count` decode steps back to back (each with the sampler's launches after it where `sampled`), recorded
+  // once for each (count, slot, sampled).
+  VkCommandBuffer recordedDecodeSteps(uint32_t count, uint32_t slot, bool sampled = false);
+  // The sampler's launches over row tokens - 1 of the logits.
+  void recordSampler(VkCommandBuffer cmd, uint32_t tokens);
+  void beginRun(int32_t token, bool sampled);
   void recordAndRunStep(uint32_t count, Logits wanted);
   // Ends the greedy run: its batches in flight are no longer read; finishGreedy also waits for them (before
   // anything the host writes for the GPU).
@@ -125,10 +142,10 @@ private:
   LoadedWeights weights_;
   vk::Buffer arena_, kvCache_, input_, state_, scratch_;
   std::vector<vk::Pipeline> pipelines_;
-  std::vector<PreparedDispatch> prefill_, decode_;
+  std::vector<PreparedDispatch> prefill_, decode_, sampler_;
   // Greedy decode: a command buffer per (steps per submit, slot), recorded once; batches in flight use
   // different slots, so that none is submitted again while it runs.
-  std::map<std::pair<uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;
+  std::map<std::tuple<uint32_t, uint32_t, bool>, VkCommandBuffer> recordedDecode_;
   static constexpr uint32_t kSingleStepSlot = vk::Context::kRecordedInFlight; // step()'s, never in flight
   struct GreedyBatch {
     uint32_t ticket, firstToken, count; // the batch's tokens: the state's token list [firstToken, + count)
@@ -136,6 +153,9 @@ private:
   std::vector<GreedyBatch> greedyInFlight_; // oldest first
   std::vector<uint32_t> greedyDropped_;     // tickets of batches dropped but maybe still running
   bool greedyStarted_ = false;              // beginGreedy came after the last step, setPosition or reset
+  bool greedySampled_ = false;              // the run began with beginSampling
+  bool samplingSet_ = false;                // setSampling wrote the GPU sampler's words
+  uint32_t lastStepTokens_ = 0;             // the last step's T (0: none yet)
   uint32_t greedyTokensQueued_ = 0;         // steps submitted since beginGreedy
   uint32_t greedySubmissions_ = 0;          // picks the slot
   uint32_t position_ = 0;

@@ -23,9 +23,13 @@ GenerationResult generate(Executor &executor, const std::vector<int32_t> &prompt
                        std::to_string(plan.limits.maxSequence));
   GenerationResult result;
 
-  // Greedy decoding without logits runs on the GPU: its argmax feeds each token to the next step.
+  // Decoding without logits runs on the GPU: its argmax or sampler feeds each token to the next step.
   const bool gpuGreedy = plan.gpuArgmax && options.sampling.plainArgmax() && !options.keepLogits;
-  const Logits wanted = options.keepLogits ? Logits::All : gpuGreedy ? Logits::None : Logits::Last;
+  const bool gpuSampling =
+      !gpuGreedy && !plan.sampler.empty() && !options.sampling.onHost && !options.keepLogits;
+  const bool onGpu = gpuGreedy || gpuSampling;
+  const Logits wanted = options.keepLogits ? Logits::All : onGpu ? Logits::None : Logits::Last;
+  if (gpuSampling) executor.setSampling(options.sampling, options.sampling.context);
 
   // Prefill in chunks of the plan's prefill size.
   auto prefillStart = Clock::now();
@@ -35,7 +39,7 @@ GenerationResult generate(Executor &executor, const std::vector<int32_t> &prompt
     std::vector<int32_t> chunk(prompt.begin() + begin, prompt.begin() + end);
     std::vector<float> logits = executor.step(chunk, wanted);
     if (options.keepLogits) result.promptLogits.insert(result.promptLogits.end(), logits.begin(), logits.end());
-    if (!gpuGreedy) last.assign(logits.end() - vocab, logits.end());
+    if (!onGpu) last.assign(logits.end() - vocab, logits.end());
   }
   result.prefillMs = msSince(prefillStart);
 
@@ -53,12 +57,15 @@ GenerationResult generate(Executor &executor, const std::vector<int32_t> &prompt
     }
     return static_cast<int64_t>(result.output.size()) < options.maxNewTokens;
   };
-  if (options.maxNewTokens > 0 && gpuGreedy) {
-    const int32_t first = executor.greedyToken();
+  if (options.maxNewTokens > 0 && onGpu) {
+    const int32_t first = gpuSampling ? executor.sampledToken() : executor.greedyToken();
     if (accept(first)) {
       // Batches go in ahead of the host's reads: the GPU decodes one while the host hands on the last.
       const uint32_t base = executor.position();
-      executor.beginGreedy(first);
+      if (gpuSampling)
+        executor.beginSampling(first);
+      else
+        executor.beginGreedy(first);
       int64_t queued = static_cast<int64_t>(result.output.size()); // accepted or in a batch
       const uint32_t inFlight =
           std::max(1u, std::min(options.greedyBatchesInFlight, vk::Context::kRecordedInFlight));

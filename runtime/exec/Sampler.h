@@ -22,6 +22,10 @@ struct SamplingOptions {
   // The tokens already in the context (the prompt, earlier turns of a chat) that the repetition penalty sees
   // before any token is generated.
   std::vector<int32_t> context;
+  // Generation samples (a temperature or a repetition penalty) with the plan's GPU sampler where it has one,
+  // in batches like greedy decoding; true: this Sampler draws on the host from each step's logits (another
+  // random stream: the same seed gives other tokens).
+  bool onHost = false;
 
   // Whether the choice is the plain argmax of the logits, with nothing to apply first: what a GPU argmax
   // can make on its own.

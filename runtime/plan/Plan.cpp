@@ -163,6 +163,8 @@ json manifestToJson(const Plan &plan) {
   m["kernels"] = kernels;
   m["prefill"] = dispatchesToJson(plan.prefill);
   m["decode"] = dispatchesToJson(plan.decode);
+  m["sampler"] = dispatchesToJson(plan.sampler);
+  m["samplingOffset"] = plan.samplingOffset;
   return m;
 }
 
@@ -390,6 +392,8 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
 
   plan.prefill = readDispatches(root["prefill"]);
   plan.decode = readDispatches(root["decode"]);
+  plan.sampler = readDispatches(root["sampler"]);
+  plan.samplingOffset = root["samplingOffset"].u64();
   return plan;
 }
 
@@ -693,6 +697,18 @@ void validateKVCache(const Plan &plan, const std::string &what) {
                     ", not 2 · layers · kv heads · " + "maxSequence · head dim · " +
                     std::to_string(byteSize(kv.dtype)) + " bytes");
 }
+// The sampler replaces the greedy token in the state's token list, and its words fit the state buffer.
+void validateSampler(const Plan &plan, const std::string &what) {
+  if (plan.sampler.empty()) return;
+  if (!plan.gpuArgmax) throw PlanError(what + ": a GPU sampler needs the GPU argmax's state (gpuArgmax)");
+  const uint64_t tokensEnd = (kStateHeaderWords + plan.limits.maxSequence) * 4;
+  const uint64_t bytes = samplingWords(plan.model.vocabSize) * 4;
+  if (plan.samplingOffset < tokensEnd || plan.samplingOffset % 4 != 0 ||
+      plan.samplingOffset > plan.stateBytes || bytes > plan.stateBytes - plan.samplingOffset)
+    throw PlanError(what + ": the sampling words " + rangeText(plan.samplingOffset, bytes) +
+                    " do not lie in the state buffer of " + std::to_string(plan.stateBytes) +
+                    " bytes after its token list");
+}
 } // namespace
 
 void validate(const Plan &plan, const std::string &what) {
@@ -713,6 +729,8 @@ void validate(const Plan &plan, const std::string &what) {
   validateBinding(plan, plan.logits, what + ": logits");
   validateDispatches(plan, plan.prefill, what, "prefill");
   validateDispatches(plan, plan.decode, what, "decode");
+  validateDispatches(plan, plan.sampler, what, "sampler");
+  validateSampler(plan, what);
   validateLastRowLogits(plan, what);
 }
 

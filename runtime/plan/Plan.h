@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 9;
+inline constexpr uint32_t kFormatVersion = 10;
 
 class PlanError : public std::runtime_error {
 public:
@@ -92,6 +92,31 @@ struct Dispatch {
 // firstRow is 0 but for the one-row logits dispatch of Plan::lastRowLogits.
 inline constexpr uint32_t kPushConstantBytes = 8;
 inline constexpr uint64_t kStateHeaderWords = 2; // position, generated
+
+// The GPU sampler's words in the state buffer, from Plan::samplingOffset (sample.glsl): the parameters, then
+// a bit per vocabulary token that the repetition penalty sees (the context, then each token drawn).
+enum SamplingParam : uint32_t {
+  kInverseTemperature, // f32 1 / temperature; 0: greedy (the penalised argmax)
+  kTopK,               // 0: off
+  kTopPFraction,       // p as a fraction of 2^32; 0: off
+  kMinPKey,            // samplingKey(ln min-p); 0: off
+  kPenalty,            // f32 repetition penalty (1: off), and its inverse
+  kInversePenalty,
+  kSeedLow,
+  kSeedHigh,
+  kSamplingParamWords
+};
+inline uint64_t samplingWords(int64_t vocab) {
+  return kSamplingParamWords + static_cast<uint64_t>(vocab + 31) / 32;
+}
+// The sampler's cuts compare a 16-bit key of s = (logit - max) / temperature over [ln 2^-31, 0]; its
+// weights are exp(s) in units of 2^-31 (0 below). The runtime keys min-p's cut the same way.
+inline constexpr float kSamplingMinScaled = -21.48756217956543f; // ln 2^-31 as a float
+inline constexpr float kSamplingKeyScale = 3049.950439453125f;   // 65536 / -kSamplingMinScaled
+inline uint32_t samplingKey(float s) {
+  const float k = (s - kSamplingMinScaled) * kSamplingKeyScale;
+  return k <= 0.0f ? 0u : k >= 65535.0f ? 65535u : static_cast<uint32_t>(k);
+}
 
 // How a kernel reaches its bindings. Descriptors: binding i of a descriptor set is the dispatch's binding i.
 // Addresses: no descriptor set; after { tokens, firstRow } the push constants hold each binding's device
@@ -205,6 +230,10 @@ struct Plan {
   std::vector<Kernel> kernels;
   std::vector<Dispatch> prefill;
   std::vector<Dispatch> decode;
+  // The GPU sampler's launches (sample.glsl), run after a step's logits in place of its greedy token (empty:
+  // none; plans with gpuArgmax have one), and where its words start in the state buffer (samplingWords).
+  std::vector<Dispatch> sampler;
+  uint64_t samplingOffset = 0;
 };
 
 // Whether `bindings` are `base` with more inserted before its last (the state buffer, which every dispatch

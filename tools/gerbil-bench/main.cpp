@@ -102,14 +102,17 @@ int main(int argc, char **argv) {
   gerbil::exec::SamplingOptions sampling;
   app.add_option(
          "--temperature", sampling.temperature,
-         "Decode through the sampling loop at this temperature (a step and a logits read a token, the "
-         "draw on the host) instead of the GPU's greedy batches; 0: greedy")
+         "Decode sampling at this temperature instead of greedy (0): on the GPU in batches where the plan "
+         "has a sampler, else (or with --host-sampling) a step, a logits read and a host draw a token")
       ->check(gerbil::cli::number(0, false))
       ->capture_default_str();
   app.add_option("--top-k", sampling.topK, "With --temperature: sample among the k most likely (0: all)")
       ->check(gerbil::cli::number(0, false));
   app.add_option("--top-p", sampling.topP, "With --temperature: sample within cumulative probability p")
       ->check(gerbil::cli::number(0, false, 1));
+  bool hostSampling = false;
+  app.add_flag("--host-sampling", hostSampling,
+               "With --temperature: draw on the host from each step's logits, not with the GPU sampler");
   app.add_flag("--profile", withProfile, "Also report per-kernel GPU times (timestamp queries)");
   app.add_flag("--json", json, "Print one JSON object");
   if (std::optional<int> exitCode = gerbil::cli::parseCommandLine(app, argc, argv, "gerbil-bench"))
@@ -165,6 +168,7 @@ int main(int argc, char **argv) {
       generation.maxNewTokens = static_cast<int64_t>(decodeTokens) + 1;  // the first comes from the prefill
       generation.greedyBatchesInFlight = greedyInFlight;
       generation.sampling = sampling;
+      generation.sampling.onHost = hostSampling;
       gerbil::exec::GenerationResult out = gerbil::exec::generate(executor, prompt, generation);
       if (r > 0) decodeMs = std::min(decodeMs, out.decodeMs);
     }
@@ -192,8 +196,11 @@ int main(int argc, char **argv) {
                                {"weight_gb_per_s", weightBytes / (msPerToken / 1000) / 1e9}}}};
     result["allocation"] = allocation;
     result["greedy_batches_in_flight"] = greedyInFlight;
-    // Which loop the decode figures are of: the GPU's greedy batches, or a step and a host draw a token.
-    result["decode"]["loop"] = sampling.plainArgmax() && plan.gpuArgmax ? "gpu-greedy" : "host-sampling";
+    // Which loop the decode figures are of: the GPU's greedy or sampled batches, or a step and a host draw
+    // a token.
+    result["decode"]["loop"] = sampling.plainArgmax() && plan.gpuArgmax ? "gpu-greedy"
+                               : !hostSampling && !plan.sampler.empty() ? "gpu-sampling"
+                                                                        : "host-sampling";
     if (!sampling.plainArgmax())
       result["decode"]["sampling"] = {
           {"temperature", sampling.temperature}, {"top_k", sampling.topK}, {"top_p", sampling.topP}};

@@ -45,6 +45,9 @@ void addOptions(CLI::App &app, Options &o) {
                  "Penalise tokens already in the prompt or output (transformers' semantics; 1: off)")
       ->check(cli::number(0, true));
   app.add_option("--seed", o.sampling.seed, "Seed of the sampler")->check(cli::unsignedInteger());
+  app.add_flag("--host-sampling", o.sampling.onHost,
+               "Draw on the host from each step's logits instead of with the plan's GPU sampler (other "
+               "tokens for the same seed; slower)");
   app.add_flag("--stop-at-eos", o.stopAtEos,
                "--prompt-ids: stop after an end-of-sequence token (else run all --max-new-tokens)");
   app.add_option("--dump-logits", o.dumpLogits,

@@ -63,6 +63,7 @@ int planInfo(const std::string &path, bool json) {
                           {"prefill_dispatches", plan.prefill.size()},
                           {"kernels", plan.kernels.size()},
                           {"gpu_argmax", plan.gpuArgmax},
+                          {"gpu_sampler_dispatches", plan.sampler.size()},
                           {"buffer_access", plan::toString(plan.bufferAccess)},
                           {"requires", plan::requirementsToJson(r)}}; // the manifest's object
     std::cout << out.dump() << std::endl;
@@ -86,6 +87,8 @@ int planInfo(const std::string &path, bool json) {
   std::printf("schedule        %zu dispatches a decode token, %zu a prefill step, %zu kernels%s\n",
               plan.decode.size(), plan.prefill.size(), plan.kernels.size(),
               plan.gpuArgmax ? "; greedy tokens picked on the GPU" : "");
+  if (!plan.sampler.empty())
+    std::printf("sampling        on the GPU: %zu dispatches more a sampled token\n", plan.sampler.size());
   std::string features;
   for (const std::string &feature : requiredFeatures(r)) features += (features.empty() ? "" : ", ") + feature;
   std::printf("requires        %s\n", features.empty() ? "Vulkan 1.2" : features.c_str());
