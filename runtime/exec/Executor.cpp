@@ -284,23 +284,25 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   return logits;
 }
 
-VkCommandBuffer Executor::recordedDecodeSteps(uint32_t count, uint32_t slot, bool sampled) {
-  VkCommandBuffer &cmd = recordedDecode_[{count, slot, sampled}];
+VkCommandBuffer Executor::recordedDecodeSteps(uint32_t count, uint32_t slot, uint32_t samplerStages) {
+  VkCommandBuffer &cmd = recordedDecode_[{count, slot, samplerStages}];
   if (!cmd) {
     cmd = context_.beginReusableCommands();
     context_.computeBarrier(cmd); // host writes and earlier submissions come first
     for (uint32_t i = 0; i < count; ++i) {
       recordSchedule(cmd, decode_, 1, false, false);
-      if (sampled) recordSampler(cmd, 1);
+      recordSampler(cmd, 1, samplerStages);
     }
     context_.endCommands(cmd);
   }
   return cmd;
 }
 
-void Executor::recordSampler(VkCommandBuffer cmd, uint32_t tokens) {
+void Executor::recordSampler(VkCommandBuffer cmd, uint32_t tokens, uint32_t stages) {
   std::vector<uint32_t> push;
-  for (const PreparedDispatch &d : sampler_) {
+  for (size_t stage = 0; stage < sampler_.size(); ++stage) {
+    if (!(stages >> stage & 1)) continue;
+    const PreparedDispatch &d = sampler_[stage];
     push.assign({tokens, tokens - 1});
     push.insert(push.end(), d.addresses.begin(), d.addresses.end());
     context_.dispatch(cmd, pipelines_[d.kernel], d.set, push.data(),
@@ -337,16 +339,23 @@ void Executor::setSampling(const SamplingOptions &options, std::span<const int32
   for (int32_t id : seen)
     if (id >= 0 && id < vocab) words[plan::kSamplingParamWords + size_t(id) / 32] |= 1u << (id % 32);
   writeHost(state_, words.data(), words.size() * 4, plan_.samplingOffset);
-  samplingSet_ = true;
+  // The launches these options need: stage 0 alone picks a greedy token; the histograms only for cuts.
+  using namespace plan;
+  const bool topK = options.topK > 0 && options.topK < vocab, topP = options.topP < 1.0;
+  samplerStages_ = 1u << kSamplerMaximum;
+  if (options.temperature > 0) samplerStages_ |= 1u << kSamplerDraw;
+  if (options.temperature > 0 && (topK || topP))
+    samplerStages_ |= 1u << kSamplerHighBytes | 1u << kSamplerLowBytes;
+  if (options.temperature > 0 && topK && topP) samplerStages_ |= 1u << kSamplerTopPLowBytes;
 }
 
 int32_t Executor::sampledToken() {
-  if (!samplingSet_) throw RuntimeError("sampledToken: setSampling first");
+  if (!samplerStages_) throw RuntimeError("sampledToken: setSampling first");
   if (lastStepTokens_ == 0) throw RuntimeError("sampledToken: no step has run");
   finishGreedy();
   VkCommandBuffer cmd = context_.beginCommands();
   context_.computeBarrier(cmd);
-  recordSampler(cmd, lastStepTokens_);
+  recordSampler(cmd, lastStepTokens_, samplerStages_);
   context_.submitAndWait(cmd);
   return greedyToken();
 }
@@ -398,7 +407,7 @@ void Executor::beginGreedy(int32_t token) {
 }
 
 void Executor::beginSampling(int32_t token) {
-  if (!samplingSet_) throw RuntimeError("beginSampling: setSampling first");
+  if (!samplerStages_) throw RuntimeError("beginSampling: setSampling first");
   beginRun(token, true);
 }
 
@@ -429,8 +438,9 @@ void Executor::submitGreedy(uint32_t count) {
   // Each step takes its token and position from the state the last one left on the GPU: the host writes
   // nothing between batches.
   const uint32_t slot = greedySubmissions_++ % vk::Context::kRecordedInFlight;
-  greedyInFlight_.push_back({context_.submitRecordedAsync(recordedDecodeSteps(count, slot, greedySampled_)),
-                             greedyTokensQueued_, count});
+  greedyInFlight_.push_back(
+      {context_.submitRecordedAsync(recordedDecodeSteps(count, slot, greedySampled_ ? samplerStages_ : 0)),
+       greedyTokensQueued_, count});
   greedyTokensQueued_ += count;
   position_ += count;
 }

@@ -120,11 +120,11 @@ private:
   // step's two ways: a one-token step replays a recorded command buffer; a longer or profiled one is
   // recorded as it runs (with timestamps where the device has them) and waited for.
   void replayDecodeStep();
-  // `count` decode steps back to back (each with the sampler's launches after it where `sampled`), recorded
-  // once for each (count, slot, sampled).
-  VkCommandBuffer recordedDecodeSteps(uint32_t count, uint32_t slot, bool sampled = false);
-  // The sampler's launches over row tokens - 1 of the logits.
-  void recordSampler(VkCommandBuffer cmd, uint32_t tokens);
+  // `count` decode steps back to back, each followed by the sampler's launches of `samplerStages` (a bit
+  // for each plan::SamplerStage; 0: greedy), recorded once for each (count, slot, samplerStages).
+  VkCommandBuffer recordedDecodeSteps(uint32_t count, uint32_t slot, uint32_t samplerStages = 0);
+  // The sampler's launches of `stages` over row tokens - 1 of the logits.
+  void recordSampler(VkCommandBuffer cmd, uint32_t tokens, uint32_t stages);
   void beginRun(int32_t token, bool sampled);
   void recordAndRunStep(uint32_t count, Logits wanted);
   // Ends the greedy run: its batches in flight are no longer read; finishGreedy also waits for them (before
@@ -145,7 +145,7 @@ private:
   std::vector<PreparedDispatch> prefill_, decode_, sampler_;
   // Greedy decode: a command buffer per (steps per submit, slot), recorded once; batches in flight use
   // different slots, so that none is submitted again while it runs.
-  std::map<std::tuple<uint32_t, uint32_t, bool>, VkCommandBuffer> recordedDecode_;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;
   static constexpr uint32_t kSingleStepSlot = vk::Context::kRecordedInFlight; // step()'s, never in flight
   struct GreedyBatch {
     uint32_t ticket, firstToken, count; // the batch's tokens: the state's token list [firstToken, + count)
@@ -154,7 +154,7 @@ private:
   std::vector<uint32_t> greedyDropped_;     // tickets of batches dropped but maybe still running
   bool greedyStarted_ = false;              // beginGreedy came after the last step, setPosition or reset
   bool greedySampled_ = false;              // the run began with beginSampling
-  bool samplingSet_ = false;                // setSampling wrote the GPU sampler's words
+  uint32_t samplerStages_ = 0;              // the launches setSampling's options need (0: not set)
   uint32_t lastStepTokens_ = 0;             // the last step's T (0: none yet)
   uint32_t greedyTokensQueued_ = 0;         // steps submitted since beginGreedy
   uint32_t greedySubmissions_ = 0;          // picks the slot

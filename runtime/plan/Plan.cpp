@@ -701,6 +701,9 @@ void validateKVCache(const Plan &plan, const std::string &what) {
 void validateSampler(const Plan &plan, const std::string &what) {
   if (plan.sampler.empty()) return;
   if (!plan.gpuArgmax) throw PlanError(what + ": a GPU sampler needs the GPU argmax's state (gpuArgmax)");
+  if (plan.sampler.size() != kSamplerStages)
+    throw PlanError(what + ": the sampler has " + std::to_string(plan.sampler.size()) + " dispatches, not " +
+                    std::to_string(kSamplerStages));
   const uint64_t tokensEnd = (kStateHeaderWords + plan.limits.maxSequence) * 4;
   const uint64_t bytes = samplingWords(plan.model.vocabSize) * 4;
   if (plan.samplingOffset < tokensEnd || plan.samplingOffset % 4 != 0 ||

@@ -106,6 +106,16 @@ enum SamplingParam : uint32_t {
   kSeedHigh,
   kSamplingParamWords
 };
+// The sampler's five dispatches, in order (sample.glsl's STAGE): the runtime records only those its options
+// need (no top-k or top-p: neither histogram; not both: no second low-byte pass; greedy: the maximum alone).
+enum SamplerStage : uint32_t {
+  kSamplerMaximum,
+  kSamplerHighBytes,
+  kSamplerLowBytes,
+  kSamplerTopPLowBytes,
+  kSamplerDraw,
+  kSamplerStages
+};
 inline uint64_t samplingWords(int64_t vocab) {
   return kSamplingParamWords + static_cast<uint64_t>(vocab + 31) / 32;
 }
