@@ -9,7 +9,7 @@ ArgmaxKernel argmaxKernel(int64_t vocab, int64_t maxSequence) {
   KernelSource &k = a.source;
   const mlir::gerbil::ArgmaxGrid grid = mlir::gerbil::argmaxGrid(vocab);
   k.templateFile = "argmax.glsl";
-  k.libraries = {"argmax_combine.glsl"};
+  k.libraries = {"best_candidate.glsl", "argmax_combine.glsl"};
   k.workgroup = {mlir::gerbil::kArgmaxWorkgroup, 1, 1};
   k.defines = {{"VOCAB", uintValue(vocab)},
                {"SEQ", uintValue(maxSequence)},

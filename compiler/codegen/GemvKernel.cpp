@@ -74,7 +74,7 @@ KernelSource gemvKernel(const GemvSpec &spec) {
     define("SEGMENTS", uintValue(grid.segments));
     define("VOCAB", uintValue(spec.n));
     define("SEQ", uintValue(spec.maxSequence));
-    k.libraries = {"argmax_combine.glsl"};
+    k.libraries = {"best_candidate.glsl", "argmax_combine.glsl"};
     k.bindings.push_back({"token", Access::TokenIdsWrite, plan::DType::I32});
     k.bindings.push_back({"ids", Access::TokenIdsWrite, plan::DType::I32});
     k.bindings.push_back({"partial", Access::ReadWrite, plan::DType::F32, false, true});

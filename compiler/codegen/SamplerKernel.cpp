@@ -25,6 +25,7 @@ SamplerKernels samplerKernels(int64_t vocab, int64_t maxSequence) {
   for (int stage = 0; stage < SamplerKernels::kStages; ++stage) {
     KernelSource &k = s.stages[static_cast<size_t>(stage)];
     k.templateFile = "sample.glsl";
+    k.libraries = {"best_candidate.glsl"};
     k.workgroup = {kWorkgroup, 1, 1};
     k.defines = {{"STAGE", std::to_string(stage)},
                  {"VOCAB", uintValue(vocab)},

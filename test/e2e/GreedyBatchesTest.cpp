@@ -1,12 +1,8 @@
 // Greedy decoding on the GPU submits its batches ahead of the host's reads (Executor::submitGreedy): the
 // tokens must be those of batches run one at a time and of the step-by-step loop that reads the logits, and
 // a generation stopped while a later batch runs must leave the KV cache where a continuation expects it.
-#include "runtime/exec/Executor.h"
 #include "runtime/exec/Generation.h"
-#include "runtime/exec/WeightLoader.h"
-#include "runtime/plan/Plan.h"
-#include "runtime/vulkan/Device.h"
-#include "test/e2e/FixturePlan.h"
+#include "test/e2e/TinyModelTest.h"
 
 #include <gtest/gtest.h>
 
@@ -18,37 +14,13 @@ namespace {
 // Past two batches of 16, so that a third is in flight while the host reads the second.
 constexpr int64_t kNewTokens = 41;
 
-class GreedyBatchesTest : public ::testing::Test {
+class GreedyBatchesTest : public TinyModelTest {
 protected:
-  void SetUp() override {
-    fixture_ = testData() / "fixtures/models/llama-tiny";
-    ASSERT_NO_FATAL_FAILURE(compileFixture(fixture_, "--dtype f32 --max-seq 96 --prefill-chunk 16", plan_));
-    ASSERT_TRUE(plan_.gpuArgmax);
-    std::string noDevice;
-    context_ = contextOrNull(noDevice);
-    if (!context_) GTEST_SKIP() << noDevice;
-    weights::Checkpoint checkpoint = weights::Checkpoint::open(fixture_.string());
-    executor_ = std::make_unique<exec::Executor>(*context_, plan_,
-                                                 exec::uploadWeights(*context_, plan_, checkpoint, nullptr));
-  }
-  void TearDown() override {
-    executor_.reset();
-    if (context_) {
-      EXPECT_EQ(context_->validationErrors(), 0u);
-    }
-  }
-
   exec::GenerationResult generate(const std::vector<int32_t> &prompt, exec::GenerationOptions options,
                                   bool fresh = true) {
     if (fresh) executor_->reset();
     return exec::generate(*executor_, prompt, options);
   }
-
-  fs::path fixture_;
-  plan::Plan plan_;
-  std::unique_ptr<vk::Context> context_;
-  std::unique_ptr<exec::Executor> executor_;
-  const std::vector<int32_t> prompt_ = {5, 77, 12, 200, 3};
 };
 
 exec::GenerationOptions greedy(int64_t tokens, uint32_t inFlight) {

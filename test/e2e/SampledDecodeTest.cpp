@@ -1,12 +1,8 @@
 // Sampling on the GPU (the plan's sampler, Executor::setSampling / beginSampling): a generation's tokens
 // must be what SamplerReference.h draws from the logits of each step, batched ahead or one batch at a time,
 // the same for the same seed; greedy decoding with a repetition penalty must agree with the host's Sampler.
-#include "runtime/exec/Executor.h"
 #include "runtime/exec/Generation.h"
-#include "runtime/exec/WeightLoader.h"
-#include "runtime/plan/Plan.h"
-#include "runtime/vulkan/Device.h"
-#include "test/e2e/FixturePlan.h"
+#include "test/e2e/TinyModelTest.h"
 #include "test/unit/kernels/SamplerReference.h"
 
 #include <gtest/gtest.h>
@@ -18,24 +14,12 @@ namespace {
 
 constexpr int64_t kNewTokens = 41; // past two batches of 16
 
-class SampledDecodeTest : public ::testing::Test {
+class SampledDecodeTest : public TinyModelTest {
 protected:
   void SetUp() override {
-    fixture_ = testData() / "fixtures/models/llama-tiny";
-    ASSERT_NO_FATAL_FAILURE(compileFixture(fixture_, "--dtype f32 --max-seq 96 --prefill-chunk 16", plan_));
+    TinyModelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_FALSE(plan_.sampler.empty()) << "a plan with a GPU argmax has a sampler";
-    std::string noDevice;
-    context_ = contextOrNull(noDevice);
-    if (!context_) GTEST_SKIP() << noDevice;
-    weights::Checkpoint checkpoint = weights::Checkpoint::open(fixture_.string());
-    executor_ = std::make_unique<exec::Executor>(*context_, plan_,
-                                                 exec::uploadWeights(*context_, plan_, checkpoint, nullptr));
-  }
-  void TearDown() override {
-    executor_.reset();
-    if (context_) {
-      EXPECT_EQ(context_->validationErrors(), 0u);
-    }
   }
 
   exec::GenerationOptions sampled(exec::SamplingOptions sampling, uint32_t inFlight = 2) {
@@ -67,22 +51,11 @@ protected:
     }
     return drawn;
   }
-
-  fs::path fixture_;
-  plan::Plan plan_;
-  std::unique_ptr<vk::Context> context_;
-  std::unique_ptr<exec::Executor> executor_;
-  const std::vector<int32_t> prompt_ = {5, 77, 12, 200, 3};
 };
 
+// (temperature, top-k, top-p, penalty, seed)
 exec::SamplingOptions options(double temperature, int64_t topK, double topP, double penalty, uint64_t seed) {
-  exec::SamplingOptions o;
-  o.temperature = temperature;
-  o.topK = topK;
-  o.topP = topP;
-  o.repetitionPenalty = penalty;
-  o.seed = seed;
-  return o;
+  return samplertest::options(temperature, topK, topP, 0.0, penalty, seed);
 }
 
 TEST_F(SampledDecodeTest, TokensAreTheReferencesDrawsFromEachStepsLogits) {

@@ -60,6 +60,18 @@ uint weightOf(float s) {
   return !(s >= S_MIN) ? 0u : uint(min(exp(s), 1.0) * 2147483648.0);
 }
 
+// Token i's weight (0: not a candidate, or past the vocabulary) and its key.
+uint weightAndKey(uint i, float best, out uint key) {
+  key = 0u;
+  if (i >= VOCAB) return 0u;
+  float s = scaled(i, best);
+  key = keyOf(s);
+  return weightOf(s);
+}
+// The workgroup's u-th token of this invocation: a workgroup takes SPAN consecutive tokens, strided over its
+// invocations so that their loads coalesce.
+uint blockToken(uint u) { return gl_WorkGroupID.x * SPAN + gl_LocalInvocationIndex + u * WORKGROUP; }
+
 // 64-bit unsigned values as uvec2 (low, high).
 uvec2 add64(uvec2 a, uvec2 b) {
   uint carry;
@@ -133,37 +145,14 @@ shared uvec2 prefix_[WORKGROUP];  // stage 4: prefix sums
 shared uint block_;
 shared uvec2 rest_;
 
-#if STAGE == 0
-shared float bestValue_[WORKGROUP];
-shared uint bestIndex_[WORKGROUP];
-bool better(float value, uint index, float than, uint thanIndex) {
-  return value > than || (value == than && index < thanIndex);
-}
-// The workgroup's best (value, index), in bestValue_[0] and bestIndex_[0].
-void reduceBest(float value, uint index) {
-  uint tid = gl_LocalInvocationIndex;
-  bestValue_[tid] = value, bestIndex_[tid] = index;
-  barrier();
-  for (uint s = WORKGROUP / 2u; s > 0u; s >>= 1) {
-    if (tid < s && better(bestValue_[tid + s], bestIndex_[tid + s], bestValue_[tid], bestIndex_[tid]))
-      bestValue_[tid] = bestValue_[tid + s], bestIndex_[tid] = bestIndex_[tid + s];
-    barrier();
-  }
-}
-#endif
-
 // This workgroup's histogram of the candidates whose key's high byte is `bin` (NO_BIN: every candidate, by
 // their high bytes; else by their low bytes), added into histogram `h` of `work`.
 void histogram(float best, uint bin, uint h) {
   uint tid = gl_LocalInvocationIndex;
   counts_[tid] = 0u, highs_[tid] = 0u, lows_[tid] = 0u;
   barrier();
-  uint begin = gl_WorkGroupID.x * SPAN;
   [[unroll]] for (uint u = 0u; u < LOADS; ++u) {
-    uint i = begin + tid + u * WORKGROUP;
-    if (i >= VOCAB) continue;
-    float s = scaled(i, best);
-    uint q = weightOf(s), key = keyOf(s);
+    uint key, q = weightAndKey(blockToken(u), best, key);
     if (q == 0u || (bin != NO_BIN && key >> 8 != bin)) continue;
     uint b = bin == NO_BIN ? key >> 8 : key & 0xffu;
     atomicAdd(counts_[b], 1u);
@@ -234,27 +223,26 @@ bool topP() { return sampling[P_TOP_P] != 0; }  // p as a fraction of 2^32; 0: o
 void main() {
   uint tid = gl_LocalInvocationIndex;
 #if STAGE == 0
-  uint begin = gl_WorkGroupID.x * SPAN;
-  float best = uintBitsToFloat(0xff800000u);
-  uint index = 0xffffffffu;
+  float best = NO_VALUE;
+  uint index = NO_INDEX;
   [[unroll]] for (uint u = 0u; u < LOADS; ++u) {
-    uint i = begin + tid + u * WORKGROUP;
+    uint i = blockToken(u);
     if (i >= VOCAB) continue;
     float v = penalised(i);
     if (better(v, i, best, index)) best = v, index = i;
   }
-  reduceBest(best, index);
+  reduceWorkgroup(best, index);
   uint at = BLOCKS + 2u * gl_WorkGroupID.x;
   if (tid == 0u) work[at] = floatBitsToInt(bestValue_[0]), work[at + 1u] = int(bestIndex_[0]);
   if (!lastWorkgroup(0u)) return;
-  best = uintBitsToFloat(0xff800000u), index = 0xffffffffu;
+  best = NO_VALUE, index = NO_INDEX;
   for (uint g = tid; g < GROUPS; g += WORKGROUP) {
     float v = intBitsToFloat(work[BLOCKS + 2u * g]);
     uint i = uint(work[BLOCKS + 2u * g + 1u]);
     if (better(v, i, best, index)) best = v, index = i;
   }
   barrier();
-  reduceBest(best, index);
+  reduceWorkgroup(best, index);
   // The next launches' histograms start empty.
   for (uint w = tid; w < 3u * HISTOGRAM_WORDS; w += WORKGROUP) work[RESULT_WORDS + w] = 0;
   if (tid == 0u) {
@@ -328,13 +316,9 @@ void main() {
   // Each workgroup's weight kept, as sums of the weights' high and low 16 bits.
   if (tid == 0u) highs_[0] = 0u, lows_[0] = 0u;
   barrier();
-  uint begin = gl_WorkGroupID.x * SPAN;
   [[unroll]] for (uint u = 0u; u < LOADS; ++u) {
-    uint i = begin + tid + u * WORKGROUP;
-    if (i >= VOCAB) continue;
-    float s = scaled(i, best);
-    uint q = weightOf(s);
-    if (q == 0u || keyOf(s) < cut) continue;
+    uint key, q = weightAndKey(blockToken(u), best, key);
+    if (q == 0u || key < cut) continue;
     atomicAdd(highs_[0], q >> 16);
     atomicAdd(lows_[0], q & 0xffffu);
   }
@@ -356,17 +340,12 @@ void main() {
     block_ = tid, rest_ = subtract64(target, tid == 0u ? uvec2(0u) : prefix_[tid - 1u]);
   barrier();
   if (block_ == NO_BIN) return;  // no candidate at all (NaN or infinite logits): the greedy token stands
-  begin = block_ * SPAN;
-  uint first = begin + tid * LOADS;
+  uint first = block_ * SPAN + tid * LOADS;
   uvec2 mine = uvec2(0u);
   uint weights[LOADS];
   [[unroll]] for (uint u = 0u; u < LOADS; ++u) {
-    uint i = first + u;
-    weights[u] = 0u;
-    if (i >= VOCAB) continue;
-    float s = scaled(i, best);
-    uint q = weightOf(s);
-    if (q != 0u && keyOf(s) >= cut) weights[u] = q;
+    uint key, q = weightAndKey(first + u, best, key);
+    weights[u] = key >= cut ? q : 0u;
     mine = add64(mine, uvec2(weights[u], 0u));
   }
   prefix_[tid] = mine;

@@ -16,17 +16,7 @@ using gerbil::exec::SamplingOptions;
 
 namespace {
 
-SamplingOptions options(double temperature, int64_t topK = 0, double topP = 1.0, double minP = 0.0,
-                        double penalty = 1.0, uint64_t seed = 7) {
-  SamplingOptions o;
-  o.temperature = temperature;
-  o.topK = topK;
-  o.topP = topP;
-  o.minP = minP;
-  o.repetitionPenalty = penalty;
-  o.seed = seed;
-  return o;
-}
+using samplertest::options;
 
 // Rows that look like a model's: mostly far below a few likely tokens, some exact ties, a -inf.
 std::vector<float> logitsRow(int64_t vocab, uint32_t seed, bool ties = true) {

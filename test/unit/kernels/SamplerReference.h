@@ -27,6 +27,18 @@ inline uint32_t philox(uint32_t counter, uint32_t key0, uint32_t key1) {
   return c[0];
 }
 
+inline exec::SamplingOptions options(double temperature, int64_t topK = 0, double topP = 1.0,
+                                     double minP = 0.0, double penalty = 1.0, uint64_t seed = 7) {
+  exec::SamplingOptions o;
+  o.temperature = temperature;
+  o.topK = topK;
+  o.topP = topP;
+  o.minP = minP;
+  o.repetitionPenalty = penalty;
+  o.seed = seed;
+  return o;
+}
+
 // The sampling parameter words, as exec::Executor::setSampling writes them.
 inline std::vector<uint32_t> samplingParams(const exec::SamplingOptions &o) {
   auto bits = [](float f) {
