@@ -98,6 +98,24 @@ TEST_F(SampledDecodeTest, StopWhileABatchRunsThenContinue) {
   EXPECT_EQ(std::vector<int32_t>(whole.begin() + 20, whole.end()), second.output);
 }
 
+// Plans whose logits gemv picks the greedy token (--fuse-logits-argmax: the sampler shares the scratch's
+// counters with its hand-over) or whose kernels reach buffers by address draw the same tokens.
+TEST_F(SampledDecodeTest, OtherPlansDrawTheSame) {
+  const exec::SamplingOptions o = options(0.9, 30, 0.9, 1.2, 21);
+  const std::vector<int32_t> expected = generate(sampled(o));
+  for (const std::string flags : {"--fuse-logits-argmax", "--buffer-addresses"}) {
+    plan::Plan other;
+    ASSERT_NO_FATAL_FAILURE(
+        compileFixture(fixture_, "--dtype f32 --max-seq 96 --prefill-chunk 16 " + flags, other));
+    vk::ContextOptions contextOptions = exec::contextOptionsFor(other);
+    vk::Context context(contextOptions);
+    weights::Checkpoint checkpoint = weights::Checkpoint::open(fixture_.string());
+    exec::Executor executor(context, other, exec::uploadWeights(context, other, checkpoint, nullptr));
+    EXPECT_EQ(exec::generate(executor, prompt_, sampled(o)).output, expected) << flags;
+    EXPECT_EQ(context.validationErrors(), 0u) << flags;
+  }
+}
+
 TEST_F(SampledDecodeTest, MisuseIsRefused) {
   executor_->reset();
   EXPECT_THROW(executor_->sampledToken(), exec::RuntimeError); // before setSampling
