@@ -132,6 +132,9 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
   prefill_ = prepare(plan.prefill);
   decode_ = prepare(plan.decode);
   sampler_ = prepare(plan.sampler);
+  // (the argmax launch by its kernel's family name, as gerbilc names it: argmax.N)
+  if (!sampler_.empty() && plan.kernels[plan.decode.back().kernel].name.rfind("argmax.", 0) == 0)
+    decodeWithoutArgmax_.assign(decode_.begin(), decode_.end() - 1);
 }
 
 Executor::~Executor() {
@@ -289,8 +292,9 @@ VkCommandBuffer Executor::recordedDecodeSteps(uint32_t count, uint32_t slot, uin
   if (!cmd) {
     cmd = context_.beginReusableCommands();
     context_.computeBarrier(cmd); // host writes and earlier submissions come first
+    const bool withoutArgmax = samplerStages != 0 && !decodeWithoutArgmax_.empty();
     for (uint32_t i = 0; i < count; ++i) {
-      recordSchedule(cmd, decode_, 1, false, false);
+      recordSchedule(cmd, withoutArgmax ? decodeWithoutArgmax_ : decode_, 1, false, false);
       recordSampler(cmd, 1, samplerStages);
     }
     context_.endCommands(cmd);
@@ -353,6 +357,7 @@ int32_t Executor::sampledToken() {
   if (!samplerStages_) throw RuntimeError("sampledToken: setSampling first");
   if (lastStepTokens_ == 0) throw RuntimeError("sampledToken: no step has run");
   finishGreedy();
+  setSamplerAdvances(false); // the step ran its argmax launch
   VkCommandBuffer cmd = context_.beginCommands();
   context_.computeBarrier(cmd);
   recordSampler(cmd, lastStepTokens_, samplerStages_);
@@ -409,6 +414,12 @@ void Executor::beginGreedy(int32_t token) {
 void Executor::beginSampling(int32_t token) {
   if (!samplerStages_) throw RuntimeError("beginSampling: setSampling first");
   beginRun(token, true);
+  setSamplerAdvances(!decodeWithoutArgmax_.empty());
+}
+
+void Executor::setSamplerAdvances(bool advances) {
+  const uint32_t word = advances ? 1 : 0;
+  writeHost(state_, &word, 4, plan_.samplingOffset + plan::kAdvances * 4);
 }
 
 void Executor::beginRun(int32_t token, bool sampled) {

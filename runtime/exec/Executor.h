@@ -126,6 +126,8 @@ private:
   // The sampler's launches of `stages` over row tokens - 1 of the logits.
   void recordSampler(VkCommandBuffer cmd, uint32_t tokens, uint32_t stages);
   void beginRun(int32_t token, bool sampled);
+  // The sampler's kAdvances word: whether the steps it follows ran without their argmax launch.
+  void setSamplerAdvances(bool advances);
   void recordAndRunStep(uint32_t count, Logits wanted);
   // Ends the greedy run: its batches in flight are no longer read; finishGreedy also waits for them (before
   // anything the host writes for the GPU).
@@ -143,6 +145,9 @@ private:
   vk::Buffer arena_, kvCache_, input_, state_, scratch_;
   std::vector<vk::Pipeline> pipelines_;
   std::vector<PreparedDispatch> prefill_, decode_, sampler_;
+  // Sampled decode steps run without the greedy argmax launch where it is decode's last (the sampler then
+  // appends the token and advances the position itself); empty where the logits gemv picks the token.
+  std::vector<PreparedDispatch> decodeWithoutArgmax_;
   // Greedy decode: a command buffer per (steps per submit, slot), recorded once; batches in flight use
   // different slots, so that none is submitted again while it runs.
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;

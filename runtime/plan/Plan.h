@@ -104,6 +104,7 @@ enum SamplingParam : uint32_t {
   kInversePenalty,
   kSeedLow,
   kSeedHigh,
+  kAdvances, // 1: the step ran without its greedy argmax launch; the sampler appends and advances instead
   kSamplingParamWords
 };
 // The sampler's five dispatches, in order (sample.glsl's STAGE): the runtime records only those its options

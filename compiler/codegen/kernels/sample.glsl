@@ -26,11 +26,11 @@ const float KEY_SCALE = 3049.950439453125;
 
 // The parameters (words of `sampling`), as exec::Executor::setSampling writes them.
 const uint P_INVERSE_TEMPERATURE = 0u, P_TOP_K = 1u, P_TOP_P = 2u, P_MIN_P_KEY = 3u, P_PENALTY = 4u,
-           P_INVERSE_PENALTY = 5u, P_SEED_LOW = 6u, P_SEED_HIGH = 7u, PARAMS = 8u;
+           P_INVERSE_PENALTY = 5u, P_SEED_LOW = 6u, P_SEED_HIGH = 7u, P_ADVANCES = 8u, PARAMS = 9u;
 // What the launches leave each other in `work`.
 const uint R_MAX = 0u, R_FINE1 = 1u, R_FINE2 = 2u, R_KEY_K = 3u, R_KEY_P = 4u, R_COUNT_ABOVE = 5u,
            R_WEIGHT_ABOVE = 6u /* 2 words */, R_TARGET = 8u /* 2 */, R_WEIGHT_ABOVE2 = 10u /* 2 */,
-           R_CUT = 12u, RESULT_WORDS = 16u;
+           R_CUT = 12u, R_ARGMAX = 13u, RESULT_WORDS = 16u;
 // R_CUT: which cut stage 1 looked for in the bin it chose.
 const int CUT_TOP_K = 1, CUT_TOP_P = 2;
 const uint HISTOGRAM_WORDS = 3u * BINS;  // counts, then weights' high 16 bits, then low 16 bits, by bin
@@ -128,12 +128,25 @@ bool lastWorkgroup(uint stage) {
   return true;
 }
 
-// The token chosen: the next step's input, the state's token list in place of the greedy one the logits
-// launch appended, and one more token the penalty sees.
+// Whether the step ran without its greedy argmax launch (P_ADVANCES, set for replayed sampled steps): the
+// sampler then appends the token and moves the position on, as that launch would have.
+bool advances() { return sampling[P_ADVANCES] != 0; }
+// The position of the token drawn, the draw's counter: the argmax launch has moved the position past the
+// fed token, or the sampler will.
+uint drawnPosition() { return state_.position + (advances() ? 1u : 0u); }
+
+// The token chosen: the next step's input, the state's token list (in place of the greedy one the argmax
+// launch appended, or appended), and one more token the penalty sees.
 void writeChoice(uint chosen) {
   chosen = min(chosen, VOCAB - 1u);
   token[0] = int(chosen);
-  if (state_.generated >= 1u && state_.generated <= SEQ) state_.tokens[state_.generated - 1u] = chosen;
+  if (advances()) {
+    if (state_.generated < SEQ) state_.tokens[state_.generated] = chosen;
+    state_.generated += 1u;
+    state_.position += 1u;
+  } else if (state_.generated >= 1u && state_.generated <= SEQ) {
+    state_.tokens[state_.generated - 1u] = chosen;
+  }
   atomicOr(sampling[PARAMS + (chosen >> 5)], int(1u << (chosen & 31u)));
 }
 
@@ -246,7 +259,7 @@ void main() {
   // The next launches' histograms start empty.
   for (uint w = tid; w < 3u * HISTOGRAM_WORDS; w += WORKGROUP) work[RESULT_WORDS + w] = 0;
   if (tid == 0u) {
-    work[R_MAX] = floatBitsToInt(bestValue_[0]);
+    work[R_MAX] = floatBitsToInt(bestValue_[0]), work[R_ARGMAX] = int(bestIndex_[0]);
     work[R_FINE1] = int(NO_BIN), work[R_FINE2] = int(NO_BIN), work[R_KEY_K] = 0, work[R_KEY_P] = 0;
     if (inverseTemperature() == 0.0) writeChoice(bestIndex_[0]);
   }
@@ -330,7 +343,7 @@ void main() {
   // The draw: a random fraction of the total, found first among the workgroups' blocks (a prefix sum over
   // them; codegen keeps GROUPS <= WORKGROUP), then among the block's invocations (each takes LOADS
   // consecutive tokens), then in one's tokens.
-  const uint draw = philox(state_.position, uint(sampling[P_SEED_LOW]), uint(sampling[P_SEED_HIGH]));
+  const uint draw = philox(drawnPosition(), uint(sampling[P_SEED_LOW]), uint(sampling[P_SEED_HIGH]));
   prefix_[tid] = tid < GROUPS ? fromHalves(uint(work[BLOCKS + 2u * tid]), uint(work[BLOCKS + 2u * tid + 1u]))
                               : uvec2(0u);
   if (tid == 0u) block_ = NO_BIN;
@@ -339,7 +352,10 @@ void main() {
   if (contains(target, tid == 0u ? uvec2(0u) : prefix_[tid - 1u], prefix_[tid]))
     block_ = tid, rest_ = subtract64(target, tid == 0u ? uvec2(0u) : prefix_[tid - 1u]);
   barrier();
-  if (block_ == NO_BIN) return;  // no candidate at all (NaN or infinite logits): the greedy token stands
+  if (block_ == NO_BIN) {  // no candidate at all (NaN or infinite logits): the greedy token
+    if (tid == 0u) writeChoice(uint(work[R_ARGMAX]));
+    return;
+  }
   uint first = block_ * SPAN + tid * LOADS;
   uvec2 mine = uvec2(0u);
   uint weights[LOADS];

@@ -84,9 +84,16 @@ protected:
     int32_t chosen = -1;
     ctx_->download(token_, 0, &chosen, 4);
     ctx_->download(state_, 0, stateWords.data(), stateWords.size() * 4);
-    EXPECT_EQ(stateWords[0], position) << "the sampler leaves the position alone";
-    EXPECT_EQ(stateWords[1], kGenerated) << "and the count of tokens";
-    EXPECT_EQ(int32_t(stateWords[2 + kGenerated - 1]), chosen) << "the state's token list has the choice";
+    if (params[plan::kAdvances]) { // in place of the argmax launch: appends and moves on
+      EXPECT_EQ(stateWords[0], position + 1) << "the sampler moves the position on";
+      EXPECT_EQ(stateWords[1], kGenerated + 1) << "and counts the token";
+      EXPECT_EQ(int32_t(stateWords[2 + kGenerated]), chosen) << "the state's token list has the choice";
+      EXPECT_EQ(stateWords[2 + kGenerated - 1], greedy) << "after the tokens before it";
+    } else {
+      EXPECT_EQ(stateWords[0], position) << "the sampler leaves the position alone";
+      EXPECT_EQ(stateWords[1], kGenerated) << "and the count of tokens";
+      EXPECT_EQ(int32_t(stateWords[2 + kGenerated - 1]), chosen) << "the state's token list has the choice";
+    }
     std::vector<int32_t> counters(kernels_.counterBytes / 4, -1);
     ctx_->download(counters_, 0, counters.data(), kernels_.counterBytes);
     for (int32_t c : counters) EXPECT_EQ(c, 0) << "a counter was left behind";
@@ -159,6 +166,27 @@ TEST_F(SamplerKernelTest, GreedyTiesAndSeedsAreStable) {
     drawn.insert(first);
   }
   EXPECT_GT(drawn.size(), 4u) << "positions draw afresh";
+}
+
+// Where decode runs without its argmax launch, the sampler appends the token and moves the position on; the
+// draw is that of the token's position, one past the fed token's.
+TEST_F(SamplerKernelTest, AdvancesInPlaceOfTheArgmaxLaunch) {
+  prepare(5000);
+  const std::vector<bool> seen(5000, false);
+  const std::vector<float> row = logitsRow(5000, 3);
+  for (const SamplingOptions &o : {options(0.8, 20, 0.9), options(0.0, 0, 1.0, 0.0, 1.2)}) {
+    std::vector<uint32_t> params = samplertest::samplingParams(o);
+    params[plan::kAdvances] = 1;
+    for (uint32_t position : {9u, 10u})
+      EXPECT_EQ(sampleOnGpu(row, 1, params, seen, position),
+                samplertest::sample(row.data(), 5000, params, seen, position + 1))
+          << "temperature " << o.temperature;
+  }
+  // No candidate (a NaN maximum): the greedy token all the same.
+  std::vector<float> nan(5000, NAN);
+  std::vector<uint32_t> params = samplertest::samplingParams(options(1.0));
+  params[plan::kAdvances] = 1;
+  EXPECT_GE(sampleOnGpu(nan, 1, params, seen, 4), 0);
 }
 
 // transformers' cuts (the host Sampler's semantics, HF's order): what the reference keeps is the exact set
