@@ -133,7 +133,8 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
   decode_ = prepare(plan.decode);
   sampler_ = prepare(plan.sampler);
   // (the argmax launch by its kernel's family name, as gerbilc names it: argmax.N)
-  if (!sampler_.empty() && plan.kernels[plan.decode.back().kernel].name.rfind("argmax.", 0) == 0)
+  if (!sampler_.empty() && !plan.decode.empty() &&
+      plan.kernels[plan.decode.back().kernel].name.rfind("argmax.", 0) == 0)
     decodeWithoutArgmax_.assign(decode_.begin(), decode_.end() - 1);
 }
 
