@@ -140,7 +140,7 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
 
 Executor::~Executor() {
   try {
-    finishGreedy();
+    finishBatches();
   } catch (const std::exception &) {
     // A GPU that timed out: the context's destructor waits for the device before it frees anything.
   }
@@ -194,7 +194,7 @@ std::vector<Executor::PreparedDispatch> Executor::prepare(const std::vector<plan
 }
 
 void Executor::setPosition(uint32_t position) {
-  dropGreedy();
+  dropBatches();
   if (position > position_) throw RuntimeError("setPosition can only move back");
   position_ = position;
 }
@@ -261,7 +261,7 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDi
 }
 
 std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wanted) {
-  finishGreedy();
+  finishBatches();
   const uint32_t count = static_cast<uint32_t>(tokens.size());
   checkStep(count);
   for (int32_t id : tokens)
@@ -321,7 +321,7 @@ void Executor::setSampling(const SamplingOptions &options, std::span<const int32
   if (plan_.sampler.empty())
     throw RuntimeError("the plan has no GPU sampler (compiled without a GPU argmax): sample on the host");
   Sampler checked(options); // throws on an option out of range
-  finishGreedy();           // batches in flight read and set the penalty's bits
+  finishBatches();          // batches in flight read and set the penalty's bits
   auto bits = [](float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
@@ -357,7 +357,7 @@ void Executor::setSampling(const SamplingOptions &options, std::span<const int32
 int32_t Executor::sampledToken() {
   if (!samplerStages_) throw RuntimeError("sampledToken: setSampling first");
   if (lastStepTokens_ == 0) throw RuntimeError("sampledToken: no step has run");
-  finishGreedy();
+  finishBatches();
   setSamplerAdvances(false); // the step ran its argmax launch
   VkCommandBuffer cmd = context_.beginCommands();
   context_.computeBarrier(cmd);
@@ -402,7 +402,7 @@ void Executor::recordAndRunStep(uint32_t count, Logits wanted) {
 
 int32_t Executor::greedyToken() {
   if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
-  finishGreedy();
+  finishBatches();
   uint32_t token = 0;
   readHost(state_, plan::kStateHeaderWords * 4, &token, 4);
   return static_cast<int32_t>(token);
@@ -427,40 +427,41 @@ void Executor::beginRun(int32_t token, bool sampled) {
   if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
   if (token < 0 || token >= plan_.model.vocabSize)
     throw RuntimeError("token id " + std::to_string(token) + " is outside the vocabulary");
-  finishGreedy();
+  finishBatches();
   writeHost(input_, &token, sizeof token);
   writeState(position_); // the token list starts again
-  greedyTokensQueued_ = 0;
-  greedyStarted_ = true;
-  greedySampled_ = sampled;
+  runTokensQueued_ = 0;
+  runStarted_ = true;
+  runSampled_ = sampled;
 }
 
-void Executor::submitGreedy(uint32_t count) {
+void Executor::submitBatch(uint32_t count) {
   if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
-  if (!greedyStarted_)
-    throw RuntimeError(
-        "submitGreedy: no greedy run (beginGreedy starts one; a step, setPosition or reset ends it)");
+  if (!runStarted_)
+    throw RuntimeError("submitBatch: no run of batches (beginGreedy or beginSampling starts one; a step, "
+                       "setPosition or reset "
+                       "ends it)");
   if (count == 0) throw RuntimeError("a greedy batch needs at least one step");
   if (position_ + count > plan_.limits.maxSequence)
     throw RuntimeError("position " + std::to_string(position_ + count) + " exceeds the plan's --max-seq " +
                        std::to_string(plan_.limits.maxSequence));
-  if (greedyInFlight_.size() >= vk::Context::kRecordedInFlight)
-    throw RuntimeError("submitGreedy: " + std::to_string(greedyInFlight_.size()) +
+  if (batchesInFlight_.size() >= vk::Context::kRecordedInFlight)
+    throw RuntimeError("submitBatch: " + std::to_string(batchesInFlight_.size()) +
                        " batches are in flight already; read one first");
   // Each step takes its token and position from the state the last one left on the GPU: the host writes
   // nothing between batches.
-  const uint32_t slot = greedySubmissions_++ % vk::Context::kRecordedInFlight;
-  greedyInFlight_.push_back(
-      {context_.submitRecordedAsync(recordedDecodeSteps(count, slot, greedySampled_ ? samplerStages_ : 0)),
-       greedyTokensQueued_, count});
-  greedyTokensQueued_ += count;
+  const uint32_t slot = batchSubmissions_++ % vk::Context::kRecordedInFlight;
+  batchesInFlight_.push_back(
+      {context_.submitRecordedAsync(recordedDecodeSteps(count, slot, runSampled_ ? samplerStages_ : 0)),
+       runTokensQueued_, count});
+  runTokensQueued_ += count;
   position_ += count;
 }
 
-std::vector<int32_t> Executor::nextGreedyTokens() {
-  if (greedyInFlight_.empty()) throw RuntimeError("nextGreedyTokens: no greedy batch is in flight");
-  const GreedyBatch batch = greedyInFlight_.front();
-  greedyInFlight_.erase(greedyInFlight_.begin());
+std::vector<int32_t> Executor::nextBatchTokens() {
+  if (batchesInFlight_.empty()) throw RuntimeError("nextBatchTokens: no greedy batch is in flight");
+  const DecodeBatch batch = batchesInFlight_.front();
+  batchesInFlight_.erase(batchesInFlight_.begin());
   context_.waitRecorded(batch.ticket);
   std::vector<int32_t> tokens(batch.count);
   readHost(state_, (plan::kStateHeaderWords + batch.firstToken) * 4, tokens.data(),
@@ -468,16 +469,16 @@ std::vector<int32_t> Executor::nextGreedyTokens() {
   return tokens;
 }
 
-void Executor::dropGreedy() {
-  for (const GreedyBatch &batch : greedyInFlight_) greedyDropped_.push_back(batch.ticket);
-  greedyInFlight_.clear();
-  greedyStarted_ = false;
+void Executor::dropBatches() {
+  for (const DecodeBatch &batch : batchesInFlight_) droppedBatches_.push_back(batch.ticket);
+  batchesInFlight_.clear();
+  runStarted_ = false;
 }
 
-void Executor::finishGreedy() {
-  dropGreedy();
+void Executor::finishBatches() {
+  dropBatches();
   // Cleared first: a wait that throws (a GPU that timed out) is not repeated.
-  for (uint32_t ticket : std::exchange(greedyDropped_, {})) context_.waitRecorded(ticket);
+  for (uint32_t ticket : std::exchange(droppedBatches_, {})) context_.waitRecorded(ticket);
 }
 
 } // namespace gerbil::exec

@@ -48,19 +48,19 @@ public:
   // The GPU argmax's token after the last step (plans with gpuArgmax).
   int32_t greedyToken();
   // Greedy decoding on the GPU (needs plan().gpuArgmax) in batches submitted ahead, so that the GPU decodes
-  // the next batch while the host reads one: beginGreedy feeds `token` at position(); submitGreedy queues
+  // the next batch while the host reads one: beginGreedy feeds `token` at position(); submitBatch queues
   // `count` more steps (position() moves on at once; at most vk::Context::kRecordedInFlight batches unread);
-  // nextGreedyTokens waits for the oldest batch and returns its tokens, the last of which is not yet in the
+  // nextBatchTokens waits for the oldest batch and returns its tokens, the last of which is not yet in the
   // KV cache (as with step). setPosition and reset drop the batches in flight without waiting (a stop
   // does not wait for a batch decoded past it); whatever touches the GPU's state next waits for them.
   void beginGreedy(int32_t token);
-  void submitGreedy(uint32_t count);
-  std::vector<int32_t> nextGreedyTokens();
+  void submitBatch(uint32_t count);
+  std::vector<int32_t> nextBatchTokens();
 
   // Sampling on the GPU (plans with a sampler: plan().sampler): setSampling hands the GPU the options and
   // the tokens the repetition penalty sees (ids outside the vocabulary are left out); sampledToken draws the
   // token after the last step from its last logits row; beginSampling starts a run of batches like
-  // beginGreedy's (submitGreedy, nextGreedyTokens) whose tokens are drawn. The draw for the token at
+  // beginGreedy's (submitBatch, nextBatchTokens) whose tokens are drawn. The draw for the token at
   // position n is Philox4x32-10 of n under the seed: a seed gives the same tokens however they are batched.
   // Throws RuntimeError.
   void setSampling(const SamplingOptions &options, std::span<const int32_t> seen);
@@ -72,7 +72,7 @@ public:
   // Moves the position back (to drop tokens decoded past a stop); the cache beyond it is overwritten later.
   void setPosition(uint32_t position);
   void reset() {
-    dropGreedy();
+    dropBatches();
     position_ = 0;
   }
   // The GPU's time of the last step, in ms; 0 after a one-token step that was not profiled (a replayed
@@ -129,10 +129,10 @@ private:
   // The sampler's kAdvances word: whether the steps it follows ran without their argmax launch.
   void setSamplerAdvances(bool advances);
   void recordAndRunStep(uint32_t count, Logits wanted);
-  // Ends the greedy run: its batches in flight are no longer read; finishGreedy also waits for them (before
-  // anything the host writes for the GPU).
-  void dropGreedy();
-  void finishGreedy();
+  // Ends the greedy or sampled run: its batches in flight are no longer read; finishBatches also waits for
+  // them (before anything the host writes for the GPU).
+  void dropBatches();
+  void finishBatches();
   // lastRowLogits: a prefill step that needs only the last logits row (Plan::lastRowLogits). With
   // submitEvery, `cmd` is submitted after each submitEvery dispatches (the first time after firstPart, if
   // not 0) and replaced by a new one.
@@ -152,17 +152,17 @@ private:
   // different slots, so that none is submitted again while it runs.
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;
   static constexpr uint32_t kSingleStepSlot = vk::Context::kRecordedInFlight; // step()'s, never in flight
-  struct GreedyBatch {
+  struct DecodeBatch {
     uint32_t ticket, firstToken, count; // the batch's tokens: the state's token list [firstToken, + count)
   };
-  std::vector<GreedyBatch> greedyInFlight_; // oldest first
-  std::vector<uint32_t> greedyDropped_;     // tickets of batches dropped but maybe still running
-  bool greedyStarted_ = false;              // beginGreedy came after the last step, setPosition or reset
-  bool greedySampled_ = false;              // the run began with beginSampling
+  std::vector<DecodeBatch> batchesInFlight_; // oldest first
+  std::vector<uint32_t> droppedBatches_;     // tickets of batches dropped but maybe still running
+  bool runStarted_ = false;                  // beginGreedy came after the last step, setPosition or reset
+  bool runSampled_ = false;                  // the run began with beginSampling
   uint32_t samplerStages_ = 0;              // the launches setSampling's options need (0: not set)
   uint32_t lastStepTokens_ = 0;             // the last step's T (0: none yet)
-  uint32_t greedyTokensQueued_ = 0;         // steps submitted since beginGreedy
-  uint32_t greedySubmissions_ = 0;          // picks the slot
+  uint32_t runTokensQueued_ = 0;            // steps submitted since beginGreedy
+  uint32_t batchSubmissions_ = 0;           // picks the slot
   uint32_t position_ = 0;
   double lastStepGpuMs_ = 0, lastStepRecordMs_ = 0;
   uint32_t prefillSubmitDispatches_ = kDefaultPrefillSubmitDispatches,

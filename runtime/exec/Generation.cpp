@@ -73,11 +73,11 @@ GenerationResult generate(Executor &executor, const std::vector<int32_t> &prompt
       for (bool going = true; going;) {
         while (submitted - read < inFlight && queued < options.maxNewTokens) {
           int64_t batch = std::min(kGreedyBatch, options.maxNewTokens - queued);
-          executor.submitGreedy(static_cast<uint32_t>(batch));
+          executor.submitBatch(static_cast<uint32_t>(batch));
           queued += batch;
           ++submitted;
         }
-        std::vector<int32_t> tokens = executor.nextGreedyTokens();
+        std::vector<int32_t> tokens = executor.nextBatchTokens();
         ++read;
         for (size_t i = 0; i < tokens.size() && going; ++i, ++decoded) going = accept(tokens[i]);
       }

@@ -1,4 +1,4 @@
-// Greedy decoding on the GPU submits its batches ahead of the host's reads (Executor::submitGreedy): the
+// Greedy decoding on the GPU submits its batches ahead of the host's reads (Executor::submitBatch): the
 // tokens must be those of batches run one at a time and of the step-by-step loop that reads the logits, and
 // a generation stopped while a later batch runs must leave the KV cache where a continuation expects it.
 #include "runtime/exec/Generation.h"
@@ -59,32 +59,32 @@ TEST_F(GreedyBatchesTest, StopWhileABatchRunsKeepsTheCacheOfTheAcceptedTokens) {
 TEST_F(GreedyBatchesTest, ExecutorRefusesMisuseAndStepsAfterBatchesInFlight) {
   executor_->reset();
   executor_->step(prompt_, exec::Logits::None);
-  EXPECT_THROW(executor_->nextGreedyTokens(), exec::RuntimeError);
+  EXPECT_THROW(executor_->nextBatchTokens(), exec::RuntimeError);
   executor_->beginGreedy(executor_->greedyToken());
-  executor_->submitGreedy(4);
-  executor_->submitGreedy(4);
-  EXPECT_THROW(executor_->submitGreedy(4), exec::RuntimeError);
-  EXPECT_THROW(executor_->submitGreedy(0), exec::RuntimeError);
-  EXPECT_EQ(executor_->nextGreedyTokens().size(), 4u);
+  executor_->submitBatch(4);
+  executor_->submitBatch(4);
+  EXPECT_THROW(executor_->submitBatch(4), exec::RuntimeError);
+  EXPECT_THROW(executor_->submitBatch(0), exec::RuntimeError);
+  EXPECT_EQ(executor_->nextBatchTokens().size(), 4u);
   // A step waits for the batch still in flight and drops it; its position counts that batch's steps.
   EXPECT_EQ(executor_->position(), prompt_.size() + 8);
   EXPECT_EQ(executor_->step({1}, exec::Logits::Last).size(), size_t(plan_.model.vocabSize));
-  EXPECT_THROW(executor_->nextGreedyTokens(), exec::RuntimeError);
-  EXPECT_THROW(executor_->submitGreedy(4), exec::RuntimeError); // the step ended the greedy run
+  EXPECT_THROW(executor_->nextBatchTokens(), exec::RuntimeError);
+  EXPECT_THROW(executor_->submitBatch(4), exec::RuntimeError); // the step ended the greedy run
   executor_->beginGreedy(1);
-  EXPECT_THROW(executor_->submitGreedy(uint32_t(plan_.limits.maxSequence)), exec::RuntimeError);
+  EXPECT_THROW(executor_->submitBatch(uint32_t(plan_.limits.maxSequence)), exec::RuntimeError);
   // setPosition drops a batch without waiting for it; the next greedy run waits, then decodes as before.
   const uint32_t start = executor_->position();
-  executor_->submitGreedy(4);
+  executor_->submitBatch(4);
   executor_->setPosition(start);
-  EXPECT_THROW(executor_->nextGreedyTokens(), exec::RuntimeError);
+  EXPECT_THROW(executor_->nextBatchTokens(), exec::RuntimeError);
   executor_->beginGreedy(1);
-  executor_->submitGreedy(4);
-  const std::vector<int32_t> again = executor_->nextGreedyTokens();
+  executor_->submitBatch(4);
+  const std::vector<int32_t> again = executor_->nextBatchTokens();
   executor_->setPosition(start);
   executor_->beginGreedy(1);
-  executor_->submitGreedy(4);
-  EXPECT_EQ(executor_->nextGreedyTokens(), again);
+  executor_->submitBatch(4);
+  EXPECT_EQ(executor_->nextBatchTokens(), again);
 }
 
 } // namespace
