@@ -149,6 +149,17 @@ TEST_F(SamplerKernelTest, ChoosesWhatTheReferenceChooses) {
   }
 }
 
+// Gemma's 262144 tokens fill all 256 blocks of the draw's prefix; more take more than 4 a invocation.
+TEST_F(SamplerKernelTest, LargeVocabulariesFillTheBlocks) {
+  for (int64_t vocab : {262144l, 300001l}) {
+    prepare(vocab);
+    EXPECT_LE(kernels_.grid[0], 256u);
+    expectSameAsReference(options(0.8, 0, 0.9), "top-p 0.9", 1);
+    expectSameAsReference(options(1.0, 40, 0.8, 0.0, 1.1), "top-k and top-p", 1);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+}
+
 TEST_F(SamplerKernelTest, GreedyTiesAndSeedsAreStable) {
   prepare(5000);
   std::vector<float> row(5000, -3.0f);
