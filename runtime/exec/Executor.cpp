@@ -1,9 +1,10 @@
 #include "runtime/exec/Executor.h"
 
+#include "runtime/exec/SamplingWords.h"
+
 #include "runtime/support/Clock.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -322,25 +323,9 @@ void Executor::setSampling(const SamplingOptions &options, std::span<const int32
     throw RuntimeError("the plan has no GPU sampler (compiled without a GPU argmax): sample on the host");
   Sampler checked(options); // throws on an option out of range
   finishBatches();          // batches in flight read and set the penalty's bits
-  auto bits = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-  };
   const int64_t vocab = plan_.model.vocabSize;
-  std::vector<uint32_t> words(plan::samplingWords(vocab), 0);
-  words[plan::kInverseTemperature] =
-      bits(options.temperature > 0 ? static_cast<float>(1.0 / options.temperature) : 0.0f);
-  words[plan::kTopK] = static_cast<uint32_t>(std::min<int64_t>(options.topK, vocab));
-  // p as a fraction of 2^32: 1 (off) would not fit, and p just below it rounds down to a fraction that does.
-  words[plan::kTopPFraction] =
-      options.topP < 1.0 ? static_cast<uint32_t>(std::min(std::ldexp(options.topP, 32), 4294967295.0)) : 0u;
-  words[plan::kMinPKey] =
-      options.minP > 0 ? plan::samplingKey(static_cast<float>(std::log(options.minP))) : 0u;
-  words[plan::kPenalty] = bits(static_cast<float>(options.repetitionPenalty));
-  words[plan::kInversePenalty] = bits(static_cast<float>(1.0 / options.repetitionPenalty));
-  words[plan::kSeedLow] = static_cast<uint32_t>(options.seed);
-  words[plan::kSeedHigh] = static_cast<uint32_t>(options.seed >> 32);
+  std::vector<uint32_t> words = samplingParamWords(options, vocab);
+  words.resize(plan::samplingWords(vocab), 0);
   for (int32_t id : seen)
     if (id >= 0 && id < vocab) words[plan::kSamplingParamWords + size_t(id) / 32] |= 1u << (id % 32);
   writeHost(state_, words.data(), words.size() * 4, plan_.samplingOffset);

@@ -38,7 +38,7 @@ protected:
   // What the reference draws, step by step from the logits the host reads, fed the tokens `output` has.
   std::vector<int32_t> reference(const exec::SamplingOptions &sampling, const std::vector<int32_t> &output) {
     const int64_t vocab = plan_.model.vocabSize;
-    const std::vector<uint32_t> params = samplertest::samplingParams(sampling);
+    const std::vector<uint32_t> params = exec::samplingParamWords(sampling, vocab);
     std::vector<bool> seen(size_t(vocab), false);
     for (int32_t id : prompt_) seen[size_t(id)] = true;
     executor_->reset();

@@ -107,7 +107,7 @@ protected:
   }
 
   void expectSameAsReference(const SamplingOptions &o, const std::string &what, int rows = 3) {
-    const std::vector<uint32_t> params = samplertest::samplingParams(o);
+    const std::vector<uint32_t> params = exec::samplingParamWords(o, vocab_);
     for (int r = 0; r < rows; ++r) {
       std::vector<float> row = logitsRow(vocab_, uint32_t(vocab_ + r));
       std::vector<bool> seen(size_t(vocab_), false);
@@ -165,12 +165,13 @@ TEST_F(SamplerKernelTest, GreedyTiesAndSeedsAreStable) {
   std::vector<float> row(5000, -3.0f);
   row[4000] = row[1234] = 2.0f; // a tie across workgroups: the lower id
   const std::vector<bool> seen(5000, false);
-  EXPECT_EQ(sampleOnGpu(row, 1, samplertest::samplingParams(options(0.0, 0, 1.0, 0.0, 1.1)), seen, 3), 1234);
+  EXPECT_EQ(sampleOnGpu(row, 1, exec::samplingParamWords(options(0.0, 0, 1.0, 0.0, 1.1), 5000), seen, 3),
+            1234);
   // Every token equally likely: the seed and position pick, the same each time.
   std::fill(row.begin(), row.end(), 0.0f);
   std::set<int32_t> drawn;
   for (uint32_t position = 0; position < 6; ++position) {
-    const std::vector<uint32_t> params = samplertest::samplingParams(options(1.0, 0, 1.0, 0.0, 1.0, 123));
+    const std::vector<uint32_t> params = exec::samplingParamWords(options(1.0, 0, 1.0, 0.0, 1.0, 123), 5000);
     const int32_t first = sampleOnGpu(row, 1, params, seen, position);
     EXPECT_EQ(sampleOnGpu(row, 1, params, seen, position), first);
     EXPECT_EQ(first, samplertest::sample(row.data(), 5000, params, seen, position));
@@ -186,7 +187,7 @@ TEST_F(SamplerKernelTest, AdvancesInPlaceOfTheArgmaxLaunch) {
   const std::vector<bool> seen(5000, false);
   const std::vector<float> row = logitsRow(5000, 3);
   for (const SamplingOptions &o : {options(0.8, 20, 0.9), options(0.0, 0, 1.0, 0.0, 1.2)}) {
-    std::vector<uint32_t> params = samplertest::samplingParams(o);
+    std::vector<uint32_t> params = exec::samplingParamWords(o, 5000);
     params[plan::kAdvances] = 1;
     for (uint32_t position : {9u, 10u})
       EXPECT_EQ(sampleOnGpu(row, 1, params, seen, position),
@@ -195,7 +196,7 @@ TEST_F(SamplerKernelTest, AdvancesInPlaceOfTheArgmaxLaunch) {
   }
   // No candidate (a NaN maximum): the greedy token all the same.
   std::vector<float> nan(5000, NAN);
-  std::vector<uint32_t> params = samplertest::samplingParams(options(1.0));
+  std::vector<uint32_t> params = exec::samplingParamWords(options(1.0), 5000);
   params[plan::kAdvances] = 1;
   EXPECT_GE(sampleOnGpu(nan, 1, params, seen, 4), 0);
 }
@@ -209,7 +210,7 @@ TEST(SamplerReference, KeepsTransformersSetsAwayFromTies) {
     std::vector<float> row = logitsRow(vocab, seed, false);
     for (const SamplingOptions &o :
          {options(0.8, 0, 0.9), options(1.0, 30), options(1.3, 100, 0.7), options(1.0, 0, 1.0, 0.02)}) {
-      const std::vector<uint32_t> params = samplertest::samplingParams(o);
+      const std::vector<uint32_t> params = exec::samplingParamWords(o, vocab);
       uint32_t best = 0;
       const std::vector<samplertest::Candidate> c =
           samplertest::candidates(row.data(), vocab, params, std::vector<bool>(vocab, false), best);
@@ -256,7 +257,7 @@ TEST(SamplerReference, KeepsTransformersSetsAwayFromTies) {
 // The draw's frequencies over positions follow the softmax.
 TEST(SamplerReference, DrawsInProportion) {
   const std::vector<float> row = {0.0f, 1.0f, 2.0f, -1.0f, 0.5f};
-  const std::vector<uint32_t> params = samplertest::samplingParams(options(1.0, 0, 1.0, 0.0, 1.0, 42));
+  const std::vector<uint32_t> params = exec::samplingParamWords(options(1.0, 0, 1.0, 0.0, 1.0, 42), 5);
   std::map<int32_t, int> counts;
   const int draws = 40000;
   for (uint32_t position = 0; position < draws; ++position)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/exec/Sampler.h"
+#include "runtime/exec/SamplingWords.h"
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
@@ -37,25 +38,6 @@ inline exec::SamplingOptions options(double temperature, int64_t topK = 0, doubl
   o.repetitionPenalty = penalty;
   o.seed = seed;
   return o;
-}
-
-// The sampling parameter words, as exec::Executor::setSampling writes them.
-inline std::vector<uint32_t> samplingParams(const exec::SamplingOptions &o) {
-  auto bits = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-  };
-  std::vector<uint32_t> p(plan::kSamplingParamWords, 0);
-  p[plan::kInverseTemperature] = bits(o.temperature > 0 ? static_cast<float>(1.0 / o.temperature) : 0.0f);
-  p[plan::kTopK] = static_cast<uint32_t>(o.topK);
-  p[plan::kTopPFraction] = o.topP < 1.0 ? static_cast<uint32_t>(std::ldexp(o.topP, 32)) : 0u;
-  p[plan::kMinPKey] = o.minP > 0 ? plan::samplingKey(static_cast<float>(std::log(o.minP))) : 0u;
-  p[plan::kPenalty] = bits(static_cast<float>(o.repetitionPenalty));
-  p[plan::kInversePenalty] = bits(static_cast<float>(1.0 / o.repetitionPenalty));
-  p[plan::kSeedLow] = static_cast<uint32_t>(o.seed);
-  p[plan::kSeedHigh] = static_cast<uint32_t>(o.seed >> 32);
-  return p;
 }
 
 struct Candidate {
