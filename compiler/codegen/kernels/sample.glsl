@@ -279,11 +279,11 @@ void main() {
       storeWork64(R_WEIGHT_ABOVE, suffixWeights_[tid + 1u]);
     }
   } else if (topP()) {
-    if (reachesWeight(uvec2(0u), topPTarget(suffixWeights_[0]))) {
+    const uvec2 target = topPTarget(suffixWeights_[0]);
+    if (reachesWeight(uvec2(0u), target)) {
       work[R_FINE1] = int(tid), work[R_CUT] = CUT_TOP_P;
-      work[R_COUNT_ABOVE] = 0;
       storeWork64(R_WEIGHT_ABOVE, suffixWeights_[tid + 1u]);
-      storeWork64(R_TARGET, topPTarget(suffixWeights_[0]));
+      storeWork64(R_TARGET, target);
     }
   }
 #elif STAGE == 2
