@@ -134,9 +134,8 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
   decode_ = prepare(plan.decode);
   sampler_ = prepare(plan.sampler);
   // (the argmax launch by its kernel's family name, as gerbilc names it: argmax.N)
-  if (!sampler_.empty() && !plan.decode.empty() &&
-      plan.kernels[plan.decode.back().kernel].name.rfind("argmax.", 0) == 0)
-    decodeWithoutArgmax_.assign(decode_.begin(), decode_.end() - 1);
+  samplerReplacesArgmax_ = !sampler_.empty() && !plan.decode.empty() &&
+                           plan.kernels[plan.decode.back().kernel].name.rfind("argmax.", 0) == 0;
 }
 
 Executor::~Executor() {
@@ -229,7 +228,7 @@ void Executor::writeState(uint32_t position) {
   writeHost(state_, header, sizeof header);
 }
 
-void Executor::recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDispatch> &schedule,
+void Executor::recordSchedule(VkCommandBuffer &cmd, std::span<const PreparedDispatch> schedule,
                               uint32_t count, bool timestamps, bool lastRowLogits, uint32_t submitEvery,
                               uint32_t firstPart) {
   size_t nextSubmit = submitEvery ? (firstPart ? firstPart : submitEvery) : schedule.size();
@@ -294,9 +293,10 @@ VkCommandBuffer Executor::recordedDecodeSteps(uint32_t count, uint32_t slot, uin
   if (!cmd) {
     cmd = context_.beginReusableCommands();
     context_.computeBarrier(cmd); // host writes and earlier submissions come first
-    const bool withoutArgmax = samplerStages != 0 && !decodeWithoutArgmax_.empty();
+    const std::span<const PreparedDispatch> schedule(decode_);
+    const bool withoutArgmax = samplerStages != 0 && samplerReplacesArgmax_;
     for (uint32_t i = 0; i < count; ++i) {
-      recordSchedule(cmd, withoutArgmax ? decodeWithoutArgmax_ : decode_, 1, false, false);
+      recordSchedule(cmd, withoutArgmax ? schedule.first(schedule.size() - 1) : schedule, 1, false, false);
       recordSampler(cmd, 1, samplerStages);
     }
     context_.endCommands(cmd);
@@ -400,7 +400,7 @@ void Executor::beginGreedy(int32_t token) {
 void Executor::beginSampling(int32_t token) {
   if (!samplerStages_) throw RuntimeError("beginSampling: setSampling first");
   beginRun(token, true);
-  setSamplerAdvances(!decodeWithoutArgmax_.empty());
+  setSamplerAdvances(samplerReplacesArgmax_);
 }
 
 void Executor::setSamplerAdvances(bool advances) {

@@ -1,9 +1,9 @@
 // Runs a plan on a device: owns the activation arena, the KV cache, the step state and the pipelines, and
 // executes prefill and decode steps. A step writes its token ids and position, records every dispatch of
 // its schedule with a barrier between them (a one-token step once, then replayed), submits once and reads
-// back what it is asked for. Greedy decode replays a recorded command buffer of several steps: the plan's
-// GPU argmax feeds each token to the next step, so the host reads 4 bytes a token and submits the next
-// batch before it reads the last.
+// back what it is asked for. Greedy and sampled decode replay a recorded command buffer of several steps:
+// the plan's GPU argmax or sampler feeds each token to the next step, so the host reads 4 bytes a token
+// and submits the next batch before it reads the last.
 #pragma once
 
 #include "runtime/exec/Sampler.h"
@@ -136,7 +136,7 @@ private:
   // lastRowLogits: a prefill step that needs only the last logits row (Plan::lastRowLogits). With
   // submitEvery, `cmd` is submitted after each submitEvery dispatches (the first time after firstPart, if
   // not 0) and replaced by a new one.
-  void recordSchedule(VkCommandBuffer &cmd, const std::vector<PreparedDispatch> &schedule, uint32_t tokens,
+  void recordSchedule(VkCommandBuffer &cmd, std::span<const PreparedDispatch> schedule, uint32_t tokens,
                       bool timestamps, bool lastRowLogits, uint32_t submitEvery = 0, uint32_t firstPart = 0);
 
   vk::Context &context_;
@@ -146,8 +146,8 @@ private:
   std::vector<vk::Pipeline> pipelines_;
   std::vector<PreparedDispatch> prefill_, decode_, sampler_;
   // Sampled decode steps run without the greedy argmax launch where it is decode's last (the sampler then
-  // appends the token and advances the position itself); empty where the logits gemv picks the token.
-  std::vector<PreparedDispatch> decodeWithoutArgmax_;
+  // appends the token and advances the position itself); false where the logits gemv picks the token.
+  bool samplerReplacesArgmax_ = false;
   // Greedy decode: a command buffer per (steps per submit, slot), recorded once; batches in flight use
   // different slots, so that none is submitted again while it runs.
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;
