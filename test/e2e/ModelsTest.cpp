@@ -178,9 +178,12 @@ TEST_P(ModelTest, F32ByBufferAddressesMatchesTransformers) {
 }
 
 // The opt-in decode levers together, as the benchmark's "all" variant compiles them (with --spread-pages,
-// which the generic target gives no page words to): the f16 cache, kernels by address, the fused embedding.
+// which the generic target gives no page words to): the f16 cache, kernels by address, the fused embedding,
+// each projection loading the next one's first rows.
 TEST_P(ModelTest, F16WithEveryDecodeOptionKeepsGreedyTokens) {
-  checkAgainstReference("f16", 0.1, "--kv-dtype f16 --buffer-addresses --fuse-embedding --spread-pages");
+  checkAgainstReference(
+      "f16", 0.1,
+      "--kv-dtype f16 --buffer-addresses --fuse-embedding --spread-pages --prefetch-next-bytes 4096");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelTest,
