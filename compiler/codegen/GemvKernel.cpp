@@ -3,8 +3,6 @@
 #include "compiler/codegen/ShaderCompiler.h"
 #include "gerbil/Passes/KernelShapes.h"
 
-#include <algorithm>
-
 namespace gerbil::codegen {
 namespace {
 // The catalog's shape, or one of `split` teams per pair (a variant to tune with).
@@ -181,13 +179,7 @@ std::array<uint32_t, 3> groupedGemvGrid(const GroupedGemvSpec &spec) {
 int64_t addGemvPrefetch(KernelSource &k, const std::vector<PrefetchRange> &prefetch,
                         const std::string &sink) {
   const int64_t workers = addPrefetchWorkers(k, prefetch, sink, "gemv");
-  if (workers == 0) return 0;
-  k.defines.emplace_back("PREFETCH_WORKERS", uintValue(workers));
-  // Data goes after the kernel's own workgroups (next-bytes), page words before them (spread-pages: their
-  // walks overlap the whole launch).
-  const bool dataOnly = std::all_of(prefetch.begin(), prefetch.end(),
-                                    [](const PrefetchRange &range) { return range.stride == 16; });
-  k.defines.emplace_back("PREFETCH_TRAILING", dataOnly ? "1" : "0");
+  if (workers) k.defines.emplace_back("PREFETCH_WORKERS", uintValue(workers));
   return workers;
 }
 

@@ -43,8 +43,8 @@ struct GemvSpec {
 };
 
 // The prefetch workers of a gemv.glsl kernel (gemvKernel's, or a grouped projection's): bindings prefetchI
-// after its own, and PREFETCH_WORKERS workgroups before its own (after them where every range is data),
-// whose results `sink` would store (never). Returns the number of workers.
+// after its own, and PREFETCH_WORKERS workgroups before its own, whose results `sink` would store (never).
+// Returns the number of workers.
 int64_t addGemvPrefetch(KernelSource &k, const std::vector<PrefetchRange> &prefetch, const std::string &sink);
 
 // The scratch of an ARGMAX gemv: its counter, and a value and an index per workgroup.

@@ -60,8 +60,8 @@ struct KernelInstance {
   std::optional<std::array<uint32_t, 3>> grid;
   // The decode kernel holds its dispatch's prefetch workers (gerbil-prefetch-weights).
   bool prefetches = false;
-  // A gemv's prefetch workers, before or after the kernel's own workgroups along x, added to its grid.
-  int64_t gemvPrefetchWorkers = 0;
+  // Workgroups before the kernel's own along x (a gemv's prefetch workers), added to the dispatch's grid.
+  int64_t leadingWorkers = 0;
 };
 
 // Scratch: the counters at its start, the partial results from this offset (16384 counters: a split-K
@@ -988,7 +988,7 @@ private:
     auto [prefetch, prefetched] = prefetchOf(dispatch, what);
     k.prefetches = true;
     if (prefetch.empty()) return;
-    k.gemvPrefetchWorkers = addGemvPrefetch(k.source, prefetch, sink);
+    k.leadingWorkers = addGemvPrefetch(k.source, prefetch, sink);
     k.origins.insert(k.origins.end(), prefetched.begin(), prefetched.end());
   }
 
@@ -1142,10 +1142,10 @@ private:
       throw CodegenError("dispatch '" + label + "' binds the KV cache but not as k_cache and v_cache");
     d.bindings.push_back({plan::BufferKind::State, 0, 0, plan_.stateBytes});
     d.grid = gridOf(dispatch, grid);
-    if (k.gemvPrefetchWorkers > 0) { // a decode grid: constant
+    if (k.leadingWorkers > 0) { // a decode grid: constant
       if (d.grid[0].mulT != 0)
         throw CodegenError("dispatch '" + label + "': prefetch workers in a grid that grows with T");
-      d.grid[0] = plan::GridDim{0, d.grid[0].evaluate(1) + k.gemvPrefetchWorkers, 1};
+      d.grid[0] = plan::GridDim{0, d.grid[0].evaluate(1) + k.leadingWorkers, 1};
     }
     d.kernel = kernelIndex(k.source, family, label);
     return d;

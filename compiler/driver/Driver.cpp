@@ -216,7 +216,6 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     pipeline.prefetchBytes = options.prefetchBytes;
     pipeline.prefetchPageBytes = options.prefetchPageBytes;
     pipeline.spreadPages = options.spreadPages;
-    pipeline.prefetchNextBytes = options.prefetchNextBytes;
     mlir::gerbil::buildGerbilPipeline(pm, pipeline);
     if (mlir::failed(pm.run(*module))) {
       err << "gerbilc: internal error: the pass pipeline failed:\n" << diagnostics;

@@ -26,7 +26,6 @@ struct CompileOptions {
   int64_t prefetchBytes = -1;      // --prefetch-bytes: decode attention's weight prefetch; -1: the target's
   int64_t prefetchPageBytes = -1;  // --prefetch-page-bytes: and its page stride; -1: the target's
   bool spreadPages = false;        // --spread-pages: page words in each decode gemv, for the next launch
-  int64_t prefetchNextBytes = 0; // --prefetch-next-bytes: each decode gemv loads the next launch's first rows
   bool bufferAddresses = false;    // --buffer-addresses: kernels reach buffers by device address
   bool prefetchBeside = false;     // --prefetch-beside: an attention's prefetch as a launch beside it
   std::vector<std::string> kernelDefines; // --kernel-define [FAMILY:]NAME[=VALUE]: kernel variants

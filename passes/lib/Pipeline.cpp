@@ -34,7 +34,6 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
   prefetch.largeModelBudget = threshold(options.prefetchBytes, &TargetProfile::decodeLargeModelPrefetchBytes);
   prefetch.largeModelBytes = profile ? profile->decodePrefetchMinModelBytes : 0;
   prefetch.spreadPages = options.spreadPages;
-  prefetch.nextBytes = options.prefetchNextBytes;
   pm.addNestedPass<func::FuncOp>(createGerbilPrefetchWeights(prefetch));
   pm.addNestedPass<func::FuncOp>(createGerbilPlanMemory(GerbilPlanMemoryOptions{options.maxTokens, 256}));
   pm.addPass(createGerbilVerifyModel(GerbilVerifyModelOptions{true}));

@@ -1,16 +1,13 @@
 // Weight prefetch: a decode attention launch leaves the memory system idle, so it loads the weights of the
 // projections after it into the L2 (attention_decode.glsl's prefetch workgroups), where they read faster,
 // and touches their pages so that their address translations are cached; with spread-pages each decode
-// gemv touches the next launch's pages instead, and with next-bytes it loads the first rows of the next
-// launch's weights (gemv.glsl's prefetch workgroups).
+// gemv touches the next launch's pages instead (gemv.glsl's prefetch workgroups).
 #include "gerbil/Dialect/GerbilDialect.h"
 #include "gerbil/Passes/KernelCatalog.h"
 #include "gerbil/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
-
-#include <algorithm>
 
 namespace mlir::gerbil {
 #define GEN_PASS_DEF_GERBILPREFETCHWEIGHTS
@@ -76,17 +73,15 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
 
   void runOnOperation() override {
     if (bytes < 0 || dataLaunches < 0 || pageBytes < 0 || pageBytes % kPrefetchGranule != 0 ||
-        maxLaunchBytes < 0 || minModelBytes < 0 || largeModelBytes < 0 || largeModelBudget < 0 ||
-        nextBytes < 0) {
+        maxLaunchBytes < 0 || minModelBytes < 0 || largeModelBytes < 0 || largeModelBudget < 0) {
       getOperation().emitError() << "gerbil-prefetch-weights: bytes, data-launches, max-launch-bytes, "
-                                    "min-model-bytes, large-model-bytes, large-model-budget and next-bytes "
-                                    "must not be negative and page-bytes must be a multiple of 16, got "
+                                    "min-model-bytes, large-model-bytes and large-model-budget must not be "
+                                    "negative and page-bytes must be a multiple of 16, got "
                                  << static_cast<int64_t>(bytes) << ", " << static_cast<int64_t>(dataLaunches)
                                  << ", " << static_cast<int64_t>(maxLaunchBytes) << ", "
                                  << static_cast<int64_t>(minModelBytes) << ", "
                                  << static_cast<int64_t>(largeModelBytes) << ", "
-                                 << static_cast<int64_t>(largeModelBudget) << ", "
-                                 << static_cast<int64_t>(nextBytes) << " and "
+                                 << static_cast<int64_t>(largeModelBudget) << " and "
                                  << static_cast<int64_t>(pageBytes);
       return signalPassFailure();
     }
@@ -95,39 +90,30 @@ struct PrefetchWeightsPass : mlir::gerbil::impl::GerbilPrefetchWeightsBase<Prefe
     large_ = largeModelBudget > 0 && weightBytes >= largeModelBytes;
     budget_ = large_ ? largeModelBudget : bytes;
     launchLimit_ = large_ ? 0 : maxLaunchBytes;
-    const bool gemvsPrefetch = nextBytes > 0 || (pages_ && spreadPages);
-    if (budget_ == 0 && !pages_ && !gemvsPrefetch) return;
+    if (budget_ == 0 && !pages_) return;
     SmallVector<DispatchOp> dispatches(getOperation().getOps<DispatchOp>());
     for (size_t i = 0; i < dispatches.size(); ++i) {
       ArrayRef<DispatchOp> after = ArrayRef(dispatches).drop_front(i + 1);
       if (isDecodeAttention(dispatches[i]))
         prefetchAfter(dispatches[i], after);
-      else if (gemvsPrefetch && isDecodeGemv(dispatches[i]))
-        prefetchNext(dispatches[i], after);
+      else if (pages_ && spreadPages && isDecodeGemv(dispatches[i]))
+        touchNextPages(dispatches[i], after);
     }
   }
 
-  // A gemv prefetches for the next launch that reads matrices, unless an attention comes first (which
-  // prefetches for it itself): with next-bytes the first rows of its matrices (an equal share of next-bytes
-  // each, as the attention shares its budget), with spread-pages a word of each page of every one of them
-  // not loaded whole.
-  void prefetchNext(DispatchOp host, ArrayRef<DispatchOp> after) {
+  // spread-pages: a gemv touches the pages of the next launch that reads matrices, unless an attention
+  // comes first (which touches them itself).
+  void touchNextPages(DispatchOp host, ArrayRef<DispatchOp> after) {
     SmallVector<SmallVector<Matrix>> lists = readersAfter(after);
     if (lists.empty()) return;
-    ArrayRef<Matrix> next = lists.front();
     SmallVector<Attribute> names;
     SmallVector<int64_t> sizes, strides;
-    auto add = [&](const Matrix &m, int64_t size, int64_t stride) {
-      if (size == 0 || names.size() == kMaxPrefetched) return;
+    for (const Matrix &m : lists.front()) {
+      if (roundDown(m.bytes) == 0 || names.size() == kMaxPrefetched) continue;
       names.push_back(m.name);
-      sizes.push_back(size);
-      strides.push_back(stride);
-    };
-    const int64_t share = roundDown(nextBytes / static_cast<int64_t>(next.size()));
-    for (const Matrix &m : next) add(m, std::min(roundDown(m.bytes), share), kPrefetchGranule);
-    if (pages_ && spreadPages)
-      for (const Matrix &m : next)
-        if (roundDown(m.bytes) > share) add(m, roundDown(m.bytes), pageBytes);
+      sizes.push_back(roundDown(m.bytes));
+      strides.push_back(pageBytes);
+    }
     setPrefetch(host, names, sizes, strides);
   }
 

@@ -178,12 +178,9 @@ TEST_P(ModelTest, F32ByBufferAddressesMatchesTransformers) {
 }
 
 // The opt-in decode levers together, as the benchmark's "all" variant compiles them (with --spread-pages,
-// which the generic target gives no page words to): the f16 cache, kernels by address, the fused embedding,
-// each projection loading the next one's first rows.
+// which the generic target gives no page words to): the f16 cache, kernels by address, the fused embedding.
 TEST_P(ModelTest, F16WithEveryDecodeOptionKeepsGreedyTokens) {
-  checkAgainstReference(
-      "f16", 0.1,
-      "--kv-dtype f16 --buffer-addresses --fuse-embedding --spread-pages --prefetch-next-bytes 4096");
+  checkAgainstReference("f16", 0.1, "--kv-dtype f16 --buffer-addresses --fuse-embedding --spread-pages");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelTest,

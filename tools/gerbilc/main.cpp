@@ -77,10 +77,6 @@ int main(int argc, char **argv) {
   app.add_flag("--spread-pages", options.spreadPages,
                "The page words in every decode projection, for the launch after it, instead of all in the "
                "attention (where the target or --prefetch-page-bytes reads them; slower on the H200 so far)");
-  app.add_option("--prefetch-next-bytes", options.prefetchNextBytes,
-                 "Bytes of the next launch's weights (their first rows) each decode projection loads into "
-                 "the L2 cache in workgroups after its own, for that launch's first loads (default 0: none)")
-      ->check(gerbil::cli::number(0, false, 1073741824.0));
   app.add_flag(
       "--prefetch-beside", options.prefetchBeside,
       "Each decode attention's prefetch (--prefetch-bytes, --prefetch-page-bytes) as a launch of its "

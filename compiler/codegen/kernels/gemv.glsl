@@ -20,17 +20,13 @@
 //                 w_v; sums (+ bias) go to result_q, result_k, result_v, or with ROPE rotated (q, k) and with
 //                 KV_WRITE into the KV cache (k, v) at the step's position. In rotated parts a pair is two
 //                 rows that rotate together (d, d + ROTARY_DIM / 2), so the rotation needs nothing else.
-// With PREFETCH_COUNT > 0 (gerbil-prefetch-weights' spread-pages or next-bytes) PREFETCH_WORKERS workgroups
-// only read words of the next launch's weights (prefetch.glsl): before the kernel's own, or after them with
-// PREFETCH_TRAILING (data only).
+// With PREFETCH_COUNT > 0 (gerbil-prefetch-weights' spread-pages) PREFETCH_WORKERS workgroups before the
+// kernel's own only read words of the next launch's weights (prefetch.glsl).
 // EMBED_INPUT (gerbil-fuse-embedding, MODE_QKV): x is the embedding table and the input row is the token's,
 // ids[0]; workgroup 0 also writes that row to `embedding` for the launches after (the residual). A table of
 // halves (beside packed weights) is read 8 halves a 16-byte load (X_HALF8).
 #ifndef PREFETCH_COUNT
 #define PREFETCH_COUNT 0
-#endif
-#ifndef PREFETCH_TRAILING
-#define PREFETCH_TRAILING 0
 #endif
 const uint PAIRS = ROWS / 2u;   // per workgroup
 const uint INV = 32u * SPLIT;   // invocations per pair
@@ -371,17 +367,7 @@ void rowBlock(uint group) {
 }
 
 void main() {
-#if PREFETCH_COUNT > 0 && PREFETCH_TRAILING
-  // The last PREFETCH_WORKERS workgroups load the first rows of the next launch's weights into the L2: last,
-  // so that they start as the launch's own last workgroups leave the memory idle, and the launch's own
-  // weights, streamed before them, do not push what they load out of the L2.
-  const uint own = gl_NumWorkGroups.x - PREFETCH_WORKERS;
-  if (gl_WorkGroupID.x >= own) {
-    prefetchWeights(gl_WorkGroupID.x - own);
-    return;
-  }
-  rowBlock(gl_WorkGroupID.x);
-#elif PREFETCH_COUNT > 0
+#if PREFETCH_COUNT > 0
   // Workgroups [0, PREFETCH_WORKERS) read words of the next launch's weights (prefetch.glsl): first, so that
   // their page walks overlap the whole launch.
   if (gl_WorkGroupID.x < PREFETCH_WORKERS) {

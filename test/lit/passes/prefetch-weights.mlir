@@ -20,9 +20,6 @@
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{bytes=8192 data-launches=4 max-launch-bytes=1023 large-model-bytes=3585 large-model-budget=2000}))' | FileCheck %s --check-prefix=MAX-LAUNCH
 // RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{large-model-bytes=3584 large-model-budget=256}))' | FileCheck %s --check-prefix=LARGE-ONLY
 // RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{large-model-budget=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE-LARGE
-// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{next-bytes=1040}))' | FileCheck %s --check-prefix=NEXT-BYTES
-// RUN: gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-group-gate-up,gerbil-form-dispatches,gerbil-prefetch-weights{next-bytes=2000 page-bytes=64 spread-pages=true}))' | FileCheck %s --check-prefix=NEXT-PAGES
-// RUN: not gerbil-opt %s --pass-pipeline='builtin.module(func.func(gerbil-prefetch-weights{next-bytes=-16}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE-AHEAD
 
 // Two layers' attention, o projection and MLP (f32 weights: o 8 × 8 is 256 bytes, gate and up 32 × 8 and
 // down 8 × 32 1024 each). Before: no dispatch prefetches. After: each attention dispatch names the matrices
@@ -83,28 +80,11 @@
 // SPREAD-DATA: gerbil.dispatch "attention"{{.*}}prefetch_bytes = array<i64: 256>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.o]}
 // SPREAD-DATA: gerbil.dispatch "linear"{{.*}}prefetch_bytes = array<i64: 1024, 1024>, prefetch_strides = array<i64: 64, 64>, prefetch_weights = [@l0.gate, @l0.up]}
 
-// next-bytes: each gemv loads the first rows of the next launch's matrices that reads matrices, unless an
-// attention comes first (the attentions prefetch nothing here: no bytes): o -> gate and up, 1040 bytes
-// shared (520 each, 512 in whole words), gate/up -> down (its 1024 bytes whole, however much is left), down
-// -> nothing (the next attention), the last o -> nothing.
-// NEXT-BYTES-LABEL: func.func @forward
-// NEXT-BYTES: gerbil.dispatch "attention"{{.*}}decode_workgroup = array<i64: {{[0-9, ]+}}>} :
-// NEXT-BYTES: gerbil.dispatch "linear"{{.*}}prefetch_bytes = array<i64: 512, 512>, prefetch_strides = array<i64: 16, 16>, prefetch_weights = [@l0.gate, @l0.up]}
-// NEXT-BYTES: gerbil.dispatch "linear_gate_up"{{.*}}prefetch_bytes = array<i64: 1024>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.down]}
-// NEXT-BYTES: gerbil.dispatch "linear"{{.*}}decode_workgroup = array<i64: 128, 1, 1>} :
-// NEXT-BYTES: gerbil.dispatch "attention"{{.*}}decode_workgroup = array<i64: {{[0-9, ]+}}>} :
-// NEXT-BYTES: gerbil.dispatch "linear"{{.*}}decode_workgroup = array<i64: 128, 1, 1>} :
-// With spread-pages too: the data first, then the page words of the matrices not loaded whole (2000 bytes:
-// gate and up get 1000 each, 992 in whole words, not all of their 1024; down is loaded whole).
-// NEXT-PAGES: gerbil.dispatch "linear"{{.*}}prefetch_bytes = array<i64: 992, 992, 1024, 1024>, prefetch_strides = array<i64: 16, 16, 64, 64>, prefetch_weights = [@l0.gate, @l0.up, @l0.gate, @l0.up]}
-// NEXT-PAGES: gerbil.dispatch "linear_gate_up"{{.*}}prefetch_bytes = array<i64: 1024>, prefetch_strides = array<i64: 16>, prefetch_weights = [@l0.down]}
-
-// NEGATIVE: bytes, data-launches, max-launch-bytes, min-model-bytes, large-model-bytes, large-model-budget and next-bytes must not be negative and page-bytes must be a multiple of 16, got -1, 1, 0, 0, 0, 0, 0 and 0
-// ODD: must be a multiple of 16, got 0, 1, 0, 0, 0, 0, 0 and 100
-// NO-LAUNCHES: must be a multiple of 16, got 0, -2, 0, 0, 0, 0, 0 and 0
-// NEGATIVE-MAX: must be a multiple of 16, got 0, 1, -1, 0, 0, 0, 0 and 0
-// NEGATIVE-LARGE: must be a multiple of 16, got 0, 1, 0, 0, 0, -1, 0 and 0
-// NEGATIVE-AHEAD: must be a multiple of 16, got 0, 1, 0, 0, 0, 0, -16 and 0
+// NEGATIVE: bytes, data-launches, max-launch-bytes, min-model-bytes, large-model-bytes and large-model-budget must not be negative and page-bytes must be a multiple of 16, got -1, 1, 0, 0, 0, 0 and 0
+// ODD: must be a multiple of 16, got 0, 1, 0, 0, 0, 0 and 100
+// NO-LAUNCHES: must be a multiple of 16, got 0, -2, 0, 0, 0, 0 and 0
+// NEGATIVE-MAX: must be a multiple of 16, got 0, 1, -1, 0, 0, 0 and 0
+// NEGATIVE-LARGE: must be a multiple of 16, got 0, 1, 0, 0, 0, -1 and 0
 
 module {
   gerbil.weight @l0.o : tensor<8x8xf32> {keys = ["l0.o"]}

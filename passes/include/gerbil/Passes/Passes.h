@@ -31,7 +31,6 @@ struct PipelineOptions {
   int64_t prefetchBytes = -1;
   int64_t prefetchPageBytes = -1; // and its page stride (decodePrefetchPageBytes)
   bool spreadPages = false;       // gerbil-prefetch-weights' spread-pages
-  int64_t prefetchNextBytes = 0;  // and its next-bytes
 };
 
 // verify -> layout -> [fuse-norm-prologue -> fuse-residual -> group-qkv -> fuse-rope-kv-write ->

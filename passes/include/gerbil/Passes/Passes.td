@@ -149,10 +149,6 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     `min-model-bytes`. With `spread-pages`, the ~200 page walks a layer of the 8B takes are spread over the
     launches: every decode gemv (a linear or grouped projection) touches the pages of the next launch that
     reads matrices, unless an attention comes first, and an attention only those of the launch after it.
-    With `next-bytes`, every such gemv also loads the first rows of that launch's matrices (`next-bytes` in
-    all, shared equally) in workgroups after its own, which start as its last ones leave the memory idle,
-    so that the next launch's first loads come from the L2 instead of a trip to memory (~5 µs of each of
-    Llama-3-8B's decode gemvs on the H200 do not grow with their bytes).
     A model of at least `large-model-bytes` of weights gets `large-model-budget` instead of `bytes`, with no
     `max-launch-bytes` limit, read by a launch beside the attention (`prefetch_beside`): Llama-3-8B's
     attention (11 µs on an H200, 16 workgroups of 2 query heads) leaves the memory idle long enough for 8 MiB
@@ -179,10 +175,7 @@ def GerbilPrefetchWeights : Pass<"gerbil-prefetch-weights", "::mlir::func::FuncO
     Option<"spreadPages", "spread-pages", "bool", "false",
            "Page words: each decode gemv touches the next launch's pages in workgroups of its own, and an "
            "attention only its next launch's, instead of the attention all of them up to the next attention"
-           " (slower on the H200: BENCHMARKS.md, 2026-12-05)">,
-    Option<"nextBytes", "next-bytes", "int64_t", "0",
-           "Bytes of the next launch's matrices (their first rows, shared equally) each decode gemv loads "
-           "into the L2 in workgroups after its own, unless an attention comes first (0: none)">
+           " (slower on the H200: BENCHMARKS.md, 2026-12-05)">
   ];
 }
 
