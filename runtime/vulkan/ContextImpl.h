@@ -86,6 +86,8 @@ struct Context::Impl {
   uint32_t queueFamily = 0;
   uint32_t timestampValidBits = 0;
   VkQueue queue = VK_NULL_HANDLE;
+  VkQueue companionQueue = VK_NULL_HANDLE; // a second queue of the family, where it has one
+  VkFence companionFence = VK_NULL_HANDLE;
   VkCommandPool commandPool = VK_NULL_HANDLE;
   std::vector<VkCommandBuffer> idleCommandBuffers; // reset and ready to begin again
   // Submitted by submit() without a wait; idle again once a later submitAndWait's fence has signalled.

@@ -175,6 +175,7 @@ struct QueueChoice {
   bool found = false;
   uint32_t family = 0;
   uint32_t timestampValidBits = 0;
+  uint32_t queueCount = 0;
 };
 
 // The first compute family that has timestamps, else the first compute family at all.
@@ -187,7 +188,7 @@ QueueChoice chooseComputeQueue(VkPhysicalDevice device) {
   for (uint32_t i = 0; i < count; ++i) {
     if (!(families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || families[i].queueCount == 0) continue;
     if (!choice.found || (choice.timestampValidBits == 0 && families[i].timestampValidBits > 0)) {
-      choice = {true, i, families[i].timestampValidBits};
+      choice = {true, i, families[i].timestampValidBits, families[i].queueCount};
     }
   }
   return choice;
@@ -520,6 +521,7 @@ Context::Impl::~Impl() {
     for (VkQueryPool p : retiredTimestampPools) vkDestroyQueryPool(device, p, nullptr);
     destroyStaging();
     if (fence) vkDestroyFence(device, fence, nullptr);
+    if (companionFence) vkDestroyFence(device, companionFence, nullptr);
     for (VkFence f : copyFences)
       if (f) vkDestroyFence(device, f, nullptr);
     for (VkFence f : recordedFences)
@@ -653,6 +655,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     throw VulkanError("device " + std::to_string(chosen) + " (" + info_.name + ") has no compute queue");
   s.queueFamily = queue.family;
   s.timestampValidBits = queue.timestampValidBits;
+  const uint32_t queueCount = std::min<uint32_t>(queue.queueCount, 2);
 
   VkPhysicalDeviceMaintenance4Properties maintenance4{};
   maintenance4.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES;
@@ -796,12 +799,13 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     }
   }
 
-  float priority = 1.0f;
+  // A second queue of the family where it has one: the companion queue (Context::submitWithCompanion).
+  const float priorities[2] = {1.0f, 1.0f};
   VkDeviceQueueCreateInfo queueInfo{};
   queueInfo.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
   queueInfo.queueFamilyIndex = s.queueFamily;
-  queueInfo.queueCount = 1;
-  queueInfo.pQueuePriorities = &priority;
+  queueInfo.queueCount = queueCount;
+  queueInfo.pQueuePriorities = priorities;
   VkDeviceCreateInfo deviceInfo{};
   deviceInfo.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   deviceInfo.pNext = &enabled;
@@ -812,6 +816,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   check(vkCreateDevice(s.physical, &deviceInfo, nullptr, &s.device), "vkCreateDevice");
   device_ = s.device;
   vkGetDeviceQueue(s.device, s.queueFamily, 0, &s.queue);
+  if (queueCount > 1) vkGetDeviceQueue(s.device, s.queueFamily, 1, &s.companionQueue);
 
   VkCommandPoolCreateInfo poolInfo{};
   poolInfo.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
@@ -821,6 +826,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   VkFenceCreateInfo fenceInfo{};
   fenceInfo.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(vkCreateFence(s.device, &fenceInfo, nullptr, &s.fence), "vkCreateFence");
+  check(vkCreateFence(s.device, &fenceInfo, nullptr, &s.companionFence), "vkCreateFence");
   for (VkFence &f : s.copyFences) check(vkCreateFence(s.device, &fenceInfo, nullptr, &f), "vkCreateFence");
   for (VkFence &f : s.recordedFences)
     check(vkCreateFence(s.device, &fenceInfo, nullptr, &f), "vkCreateFence");
@@ -1120,6 +1126,35 @@ void Context::submitAndWait(VkCommandBuffer cmd) {
   recycle();
   // Earlier submissions finished too: this one's barriers waited for their commands, and its fence for it.
   s.recycleSubmitted();
+}
+
+bool Context::hasCompanionQueue() const {
+  return impl_->companionQueue != VK_NULL_HANDLE;
+}
+
+void Context::submitWithCompanionAndWait(VkCommandBuffer cmd, VkCommandBuffer companion) {
+  Impl &s = *impl_;
+  if (!s.companionQueue) throw VulkanError("submitWithCompanionAndWait: the device has no second queue");
+  if (!cmd || !companion) throw VulkanError("submitWithCompanionAndWait: no command buffer");
+  VkResult result = vkEndCommandBuffer(companion);
+  if (result == VK_SUCCESS) result = vkResetFences(s.device, 1, &s.companionFence);
+  if (result == VK_SUCCESS) result = detail::submitOne(s.companionQueue, companion, s.companionFence);
+  if (result != VK_SUCCESS) {
+    s.recycle(companion);
+    s.recycle(cmd);
+    throw VulkanError("submitting to the companion queue", result);
+  }
+  // The companion's command buffer is recycled only once its fence has signalled, whatever the main queue's
+  // submission does.
+  try {
+    submitAndWait(cmd);
+  } catch (...) {
+    detail::waitForFence(s.device, s.companionFence, s.spinWaitMicroseconds);
+    s.recycle(companion);
+    throw;
+  }
+  detail::waitForFence(s.device, s.companionFence, s.spinWaitMicroseconds);
+  s.recycle(companion);
 }
 
 void Context::Impl::recycle(VkCommandBuffer cmd) {

@@ -244,6 +244,12 @@ public:
                 uint32_t pushBytes, uint32_t gx, uint32_t gy, uint32_t gz);
   void computeBarrier(VkCommandBuffer cmd);
   void submitAndWait(VkCommandBuffer cmd);
+  // A second queue of the same family, where the device has one: what is submitted there runs beside the
+  // main queue's work, ordered with it through memory alone (gerbil-kernel-bench sync's companion
+  // prefetcher). submitWithCompanionAndWait submits `companion` there first, then `cmd` as submitAndWait
+  // does, and waits for both.
+  bool hasCompanionQueue() const;
+  void submitWithCompanionAndWait(VkCommandBuffer cmd, VkCommandBuffer companion);
   // Submits without waiting, so that the GPU starts on it while the host records more. What follows must be
   // ordered after it by a barrier (as between dispatches) and end in a submitAndWait, whose wait covers it.
   void submit(VkCommandBuffer cmd);

@@ -42,9 +42,20 @@ std::vector<float> hostChain(const std::vector<uint16_t> &weights, std::vector<f
 // barriers; or a dispatch each with no barrier between, each phase's workgroups loading their weights and
 // then waiting for the arrivals of the phase before (the order lies in the counter alone, so consecutive
 // dispatches may overlap: the latency a barrier drains is hidden, if the polls cost less).
-enum class Way { Dispatches, Persistent, Chained };
+// Companion: the dispatches with a prefetcher beside them on a second queue (SyncBench.h).
+enum class Way { Dispatches, Persistent, Chained, Companion };
 const char *wayName(Way way) {
-  return way == Way::Dispatches ? "dispatch" : way == Way::Persistent ? "persistent" : "chained";
+  switch (way) {
+  case Way::Dispatches:
+    return "dispatch";
+  case Way::Persistent:
+    return "persistent";
+  case Way::Chained:
+    return "chained";
+  case Way::Companion:
+    return "companion";
+  }
+  return "?";
 }
 
 class SyncRun {
@@ -76,15 +87,22 @@ public:
     }
   }
 
-  // Median microseconds a phase over the repeats, and the last run's error against the host.
-  std::pair<double, double> run(Way way) {
-    const bool persistent = way == Way::Persistent, ordered = way != Way::Dispatches;
-    std::string source = std::string("#define N ") + std::to_string(o_.n) + "u\n#define ROWS " +
-                         std::to_string(rows_) + "u\n#define WORKGROUP " + std::to_string(o_.workgroupSize) +
-                         "u\n#define SUBGROUP " + std::to_string(subgroup_) + "u\n#define EMPTY " +
-                         (o_.empty ? "1" : "0") + "\n#define PERSISTENT " + (persistent ? "1" : "0") +
-                         "\n#define CHAINED " + (way == Way::Chained ? "1" : "0") +
-                         "\n#define VECTOR_QUALIFIER " + (ordered ? "coherent" : "") + "\n";
+  // The kernel of a way (the companion's prefetcher with `companion`).
+  vk::Pipeline pipeline(Way way, bool companion) {
+    const bool persistent = way == Way::Persistent, ordered = way == Way::Persistent || way == Way::Chained;
+    std::string source =
+        std::string("#define N ") + std::to_string(o_.n) + "u\n#define ROWS " + std::to_string(rows_) +
+        "u\n#define WORKGROUP " + std::to_string(o_.workgroupSize) + "u\n#define SUBGROUP " +
+        std::to_string(subgroup_) + "u\n#define EMPTY " + (o_.empty ? "1" : "0") + "\n#define PERSISTENT " +
+        (persistent ? "1" : "0") + "\n#define CHAINED " + (way == Way::Chained ? "1" : "0") +
+        "\n#define VECTOR_QUALIFIER " + (ordered ? "coherent" : "") + "\n#define SYNC_SIGNAL " +
+        (way == Way::Companion ? "1" : "0") + "\n#define COMPANION " + (companion ? "1" : "0") + "\n";
+    if (companion) {
+      const uint64_t words = uint64_t(o_.n) * (o_.n / 8),
+                     invocations = uint64_t(o_.companionWorkgroups) * o_.workgroupSize;
+      source += "#define COMPANION_LOADS " + std::to_string((words + invocations - 1) / invocations) +
+                "u\n#define COMPANION_AHEAD " + std::to_string(o_.companionAhead) + "u\n";
+    }
     // --define NAME=VALUE, then 0 for the diagnosis switches not given.
     for (const auto &[name, value] : o_.defines) source += "#define " + name + " " + value + "\n";
     for (const char *name : {"SYNC_NO_W", "SYNC_NO_X", "SYNC_NO_STORE", "SYNC_NO_REDUCE", "SYNC_STORE_ONE",
@@ -92,13 +110,24 @@ public:
                              "SYNC_SKIP_COMPUTE", "SYNC_CODE", "SYNC_CODE_UNROLLED", "SYNC_STAGE_X"})
       if (source.find(std::string("#define ") + name + " ") == std::string::npos)
         source += std::string("#define ") + name + " 0\n";
-    vk::Pipeline pipeline = ctx_.createPipeline(
-        compiler_.compile(benchKernel("sync.glsl", source), "sync bench"), 3, sizeof(Push), "sync bench");
+    return ctx_.createPipeline(compiler_.compile(benchKernel("sync.glsl", source), "sync bench"), 3,
+                               sizeof(Push), "sync bench");
+  }
+
+  // Median microseconds a phase over the repeats, and the last run's error against the host.
+  std::pair<double, double> run(Way way) {
+    const bool persistent = way == Way::Persistent;
+    vk::Pipeline pipeline = this->pipeline(way, false);
+    vk::Pipeline companion;
+    if (way == Way::Companion) companion = this->pipeline(way, true);
     // The driver's statistics of each way's kernel (where the context captures them: --statistics).
     addStatistics(statistics_, vk::pipelineStatistics(ctx_, pipeline), std::string(wayName(way)) + " ");
-    VkDescriptorSet set = ctx_.createDescriptorSet(pipeline, {{weights_.handle(), 0, weights_.size()},
-                                                              {vectors_.handle(), 0, vectors_.size()},
-                                                              {sync_.handle(), 0, sync_.size()}});
+    const std::vector<vk::BufferRange> ranges = {{weights_.handle(), 0, weights_.size()},
+                                                 {vectors_.handle(), 0, vectors_.size()},
+                                                 {sync_.handle(), 0, sync_.size()}};
+    VkDescriptorSet set = ctx_.createDescriptorSet(pipeline, ranges);
+    VkDescriptorSet companionSet =
+        way == Way::Companion ? ctx_.createDescriptorSet(companion, ranges) : nullptr;
     std::vector<double> us;
     double error = 0;
     for (int r = -2; r < o_.repeats; ++r) { // two untimed runs first: clocks up, pipeline compiled
@@ -118,11 +147,20 @@ public:
         }
       }
       ctx_.writeTimestamp(cmd, 1);
-      ctx_.submitAndWait(cmd);
+      if (way == Way::Companion) {
+        VkCommandBuffer beside = ctx_.beginCommands();
+        Push all = push(0, o_.phases);
+        ctx_.dispatch(beside, companion, companionSet, &all, sizeof all, o_.companionWorkgroups, 1, 1);
+        ctx_.submitWithCompanionAndWait(cmd, beside);
+      } else {
+        ctx_.submitAndWait(cmd);
+      }
       std::vector<uint64_t> ns = ctx_.readTimestamps(2);
       uint32_t stalled = 0;
       ctx_.download(sync_, 4, &stalled, 4);
-      if (stalled)
+      if (stalled == 2) { // the companion gave up waiting: the phases ran, maybe without its loads
+        if (r >= 0) ++companionStalls_;
+      } else if (stalled)
         throw std::runtime_error(std::string("the ") + wayName(way) + " phases of " +
                                  std::to_string(o_.workgroups) +
                                  " workgroups waited for 2^20 polls: the device does not keep them all "
@@ -144,6 +182,11 @@ public:
     return !o_.empty && std::none_of(o_.defines.begin(), o_.defines.end(), diagnosis);
   }
   uint32_t rows() const { return rows_; }
+  uint32_t companionStalls() const { return companionStalls_; }
+  void compileCompanion() {
+    pipeline(Way::Companion, false);
+    pipeline(Way::Companion, true);
+  }
   const nlohmann::json &statistics() const { return statistics_; }
 
   // The push constants of `count` phases from `first`, with the buffers' addresses under SYNC_BDA.
@@ -172,7 +215,7 @@ private:
   vk::Context &ctx_;
   codegen::ShaderCompiler &compiler_;
   SyncOptions o_;
-  uint32_t subgroup_ = 0, warps_ = 0, rows_ = 0, copies_ = 0;
+  uint32_t subgroup_ = 0, warps_ = 0, rows_ = 0, copies_ = 0, companionStalls_ = 0;
   std::vector<uint16_t> weightsHost_;
   std::vector<float> x0_, expected_;
   nlohmann::json statistics_ = nlohmann::json::object();
@@ -200,6 +243,10 @@ nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler,
   };
   const double dispatchUs = timed(Way::Dispatches), persistentUs = timed(Way::Persistent),
                chainedUs = timed(Way::Chained);
+  // Without a second queue (lavapipe has one queue) there is no companion to time.
+  const bool companion = ctx.hasCompanionQueue();
+  const double companionUs = companion ? timed(Way::Companion) : 0.0;
+  if (!companion) run.compileCompanion(); // its kernels still compile (lavapipe has one queue)
   const double phaseBytes = 2.0 * options.n * options.n;
   nlohmann::json out = {{"kernel", "sync"},
                         {"n", options.n},
@@ -211,13 +258,18 @@ nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler,
                         {"empty", options.empty},
                         {"dispatch_us", dispatchUs},
                         {"persistent_us", persistentUs},
-                        {"chained_us", chainedUs}};
+                        {"chained_us", chainedUs},
+                        {"companion_us", companion ? nlohmann::json(companionUs) : nlohmann::json(nullptr)},
+                        {"companion_workgroups", options.companionWorkgroups},
+                        {"companion_ahead", options.companionAhead},
+                        {"companion_stalls", run.companionStalls()}};
   out["checked"] = run.checked();
   if (options.statistics) out["statistics"] = run.statistics();
   if (!options.empty) {
     out["dispatch_gb_per_s"] = phaseBytes / (dispatchUs * 1e3);
     out["persistent_gb_per_s"] = phaseBytes / (persistentUs * 1e3);
     out["chained_gb_per_s"] = phaseBytes / (chainedUs * 1e3);
+    if (companion) out["companion_gb_per_s"] = phaseBytes / (companionUs * 1e3);
     if (run.checked()) out["max_error"] = worst;
   }
   return out;

@@ -6,6 +6,10 @@
 //    before it waits;
 //  - chained: one dispatch a phase with no barrier between them, each phase's workgroups loading their
 //    weights and then waiting for the arrivals of the phase before (the grid barrier's counter);
+//  - companion: the dispatches, and beside them on a second queue of the device (where it has one) a
+//    prefetcher that follows their progress through memory and loads each phase's weights into the L2 while
+//    the phase before runs: what a decode's latency-bound launches would gain if their weights came from the
+//    L2 without any launch of theirs loading them (a barrier waits for everything before it on its queue);
 // and each also without work (--empty), which leaves the cost of the ordering alone. The result of the
 // last phase is checked against the host's, so that a barrier that does not hold cannot look fast.
 #pragma once
@@ -26,6 +30,8 @@ struct SyncOptions {
   uint32_t phases = 96;      // dependent phases a timed run chains
   uint32_t workgroups = 132; // the persistent grid: no more than the device keeps resident at once
   uint32_t workgroupSize = 256;
+  uint32_t companionWorkgroups = 32; // the companion prefetcher's grid
+  uint32_t companionAhead = 1;       // it loads phase p + this while phase p runs
   bool empty = false;  // no gemv: the ordering alone
   uint32_t copies = 0; // weight matrices the phases rotate over (0: up to 256 MiB of them, past the L2)
   int repeats = 20;
@@ -45,8 +51,9 @@ struct SyncOptions {
 // Whether the defines ask for the SYNC_BDA variant: its context must allocate for device addresses.
 bool syncTakesAddresses(const std::vector<Define> &defines);
 
-// Runs the three ways and returns {"dispatch_us", "persistent_us", "chained_us" (per phase, medians),
-// "max_error", ...}.
+// Runs the four ways and returns {"dispatch_us", "persistent_us", "chained_us", "companion_us" (per phase,
+// medians; companion_us null without a second queue), "companion_stalls" (runs in which the prefetcher gave
+// up waiting), "max_error", ...}.
 // Throws std::runtime_error on a shape it cannot run, when the persistent grid stalled (2^20 polls), or when
 // a result is off by more than 1e-3 of its largest magnitude.
 nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler, const SyncOptions &options);

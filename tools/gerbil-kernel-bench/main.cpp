@@ -454,7 +454,8 @@ int main(int argc, char **argv) {
   bench::SyncOptions sync;
   CLI::App *syncCommand = app.add_subcommand(
       "sync", "A chain of dependent square gemvs: a dispatch and a barrier each, one persistent dispatch "
-              "with grid barriers, or a dispatch each ordered by an arrival counter instead of barriers");
+              "with grid barriers, a dispatch each ordered by an arrival counter instead of barriers, or the "
+              "dispatches with a prefetcher beside them on a second queue");
   syncCommand->add_option("--n", sync.n, "Rows and columns of each phase's f16 matrix");
   syncCommand->add_option("--phases", sync.phases, "Dependent phases a run chains")
       ->check(CLI::Range(1, 100000));
@@ -467,6 +468,14 @@ int main(int argc, char **argv) {
   syncCommand->add_option(
       "--copies", sync.copies,
       "Weight matrices the phases rotate over (default: up to 256 MiB of them; 1: in L2)");
+  syncCommand
+      ->add_option("--companion-workgroups", sync.companionWorkgroups,
+                   "Workgroups of the prefetcher on the second queue (the companion way)")
+      ->check(CLI::Range(1, 65535));
+  syncCommand
+      ->add_option("--companion-ahead", sync.companionAhead,
+                   "The prefetcher loads phase p + this many's weights while phase p runs")
+      ->check(CLI::Range(1, 16));
   bench::MlpOptions mlp;
   CLI::App *mlpCommand = app.add_subcommand(
       "mlp", "A decode step's MLP (norm, gate/up, down with the residual) as one launch, with float atomics, "

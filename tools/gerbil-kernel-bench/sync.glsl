@@ -1,6 +1,7 @@
 #version 450
 // gerbil-kernel-bench sync (SyncBench.h): a chain of square f16 gemv phases, one dispatch each, one
-// persistent dispatch with grid barriers, or one dispatch each ordered by the grid barrier's counter alone.
+// persistent dispatch with grid barriers, or one dispatch each ordered by the grid barrier's counter alone;
+// with COMPANION, the prefetcher that runs on a second queue beside the dispatches (SYNC_SIGNAL).
 // Each subgroup (warp) owns rows warp, warp + warps, ... (ROWS of them) and keeps their f16 weights in
 // registers: PER_LANE 16-byte loads a row and lane. x and y are the two halves of `vectors`, swapped every
 // phase. SyncBench.cpp inserts the #defines after the #version line.
@@ -19,6 +20,7 @@ layout(buffer_reference, std430, buffer_reference_align = 4) VECTOR_QUALIFIER bu
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile buffer SyncRef {
   uint arrived_;
   uint stalled_;
+  uint progress_;
 };
 layout(push_constant) uniform Push {
   uint first; uint count; uint copies; uint unused;
@@ -29,6 +31,7 @@ layout(push_constant) uniform Push {
 #define e_ push_.elements.e_
 #define arrived_ push_.sync.arrived_
 #define stalled_ push_.sync.stalled_
+#define progress_ push_.sync.progress_
 #else
 layout(std430, binding = 0) restrict readonly buffer Weights { uvec4 w_[]; };
 // Persistent: other workgroups wrote the input in this dispatch, so it is read past the caches that are
@@ -37,7 +40,8 @@ layout(std430, binding = 1) VECTOR_QUALIFIER buffer Vectors { vec4 v_[]; };
 // The same, element by element: a store of one component through v_ may be a read-modify-write of all four,
 // which would lose the neighbours' results that other workgroups store at the same time.
 layout(std430, binding = 1) VECTOR_QUALIFIER buffer VectorElements { float e_[]; };
-layout(std430, binding = 2) coherent volatile buffer Sync { uint arrived_; uint stalled_; };
+// progress_: the phase dispatches' count as they start (SYNC_SIGNAL), which the companion follows.
+layout(std430, binding = 2) coherent volatile buffer Sync { uint arrived_; uint stalled_; uint progress_; };
 layout(push_constant) uniform Push { uint first; uint count; uint copies; } push_;
 #endif
 
@@ -162,7 +166,43 @@ float codeBlock() {
   return v;
 }
 
+#if COMPANION
+// The companion queue's prefetcher (SyncBench's dispatch-companion way): it follows the phase dispatches
+// through the progress word they write as they start, and once phase p has started (phase p - 1 is done)
+// loads the weights of phase p + COMPANION_AHEAD into the L2, COMPANION_LOADS 16-byte words an invocation,
+// so that the phase finds them there instead of in memory. What it loads decides a store that never happens.
+shared bool gaveUp_;
 void main() {
+  uint seen = 0u;
+  const uint words = N * LOADS, stride = gl_NumWorkGroups.x * WORKGROUP;
+  for (uint p = 0u; p + COMPANION_AHEAD < push_.count; ++p) {
+    if (gl_LocalInvocationIndex == 0u) {
+      uint spins = 0u;
+      gaveUp_ = false;
+      while (progress_ < p + 1u)
+        if (++spins == 1048576u) {
+          stalled_ = 2u;
+          gaveUp_ = true;
+          break;
+        }
+    }
+    barrier();
+    if (gaveUp_) break;
+    uint base = ((p + COMPANION_AHEAD) % push_.copies) * words;
+    uvec4 loaded[COMPANION_LOADS];
+    [[unroll]] for (uint u = 0u; u < COMPANION_LOADS; ++u)
+      loaded[u] = w_[base + min(gl_GlobalInvocationID.x + u * stride, words - 1u)];
+    [[unroll]] for (uint u = 0u; u < COMPANION_LOADS; ++u) seen ^= loaded[u].x;
+    barrier();  // gaveUp_ is written again only after every invocation has read it
+  }
+  if (seen == 0x7fffffffu && push_.copies == 0u) e_[0] = 0.0;
+}
+#else
+void main() {
+#if SYNC_SIGNAL
+  // The companion follows the phases by this count: phase `first` has started, so the one before is done.
+  if (gl_WorkGroupID.x == 0u && gl_LocalInvocationIndex == 0u) progress_ = push_.first + 1u;
+#endif
 #if SYNC_CODE > 0
   if (codeBlock() == -1.0 && push_.copies == 0u) e_[0] = 0.0;  // never: keeps the code
 #endif
@@ -218,3 +258,4 @@ void main() {
 #endif
 #endif
 }
+#endif
