@@ -1,12 +1,22 @@
 #include "runtime/exec/Sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 
 namespace gerbil::exec {
+namespace {
+// A float's bits as an unsigned integer in the floats' order (-0 as +0, which compare equal).
+uint32_t orderedBits(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value == 0.0f ? 0.0f : value);
+  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+} // namespace
 
 int32_t argmax(const float *logits, int64_t vocab) {
   return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits); // first of equal maxima
@@ -82,30 +92,35 @@ int32_t Sampler::next(const float *logits, int64_t vocab, std::span<const int32_
 
   // top-p: the most likely tokens until their probability reaches p (at least one). A selection rather than a
   // sort: halving the range with nth_element, whole better halves are kept until the cut lies in a range
-  // small enough to sort. Linear time, where sorting a 150k vocabulary per token would not be.
+  // small enough to sort. Linear time, where sorting a 150k vocabulary per token would not be. The ranking
+  // runs on 64-bit keys (the score's order above, the candidate's place below: a higher key is the more
+  // likely token, the lower id among equals), not through the scores by index: several times faster.
   if (options_.topP < 1.0) {
     // Usually a few tokens hold nearly all the probability: when those at least 1e-4 as likely as the best
     // already reach p, the nucleus is among them and the rest need no ranking.
-    std::vector<size_t> ranked;
+    std::vector<uint64_t> ranked;
+    auto key = [&](size_t i) {
+      return uint64_t{orderedBits(scores[order_[i]])} << 32 | (0xffffffffu - static_cast<uint32_t>(i));
+    };
+    auto place = [](uint64_t k) { return static_cast<size_t>(0xffffffffu - static_cast<uint32_t>(k)); };
     double likelyWeight = 0;
     for (size_t i = 0; i < order_.size(); ++i)
       if (weights_[i] >= 1e-4) {
-        ranked.push_back(i);
+        ranked.push_back(key(i));
         likelyWeight += weights_[i];
       }
     if (likelyWeight < options_.topP * total) {
       ranked.resize(order_.size());
-      std::iota(ranked.begin(), ranked.end(), 0);
+      for (size_t i = 0; i < order_.size(); ++i) ranked[i] = key(i);
     }
-    auto rankBefore = [&](size_t a, size_t b) { return before(order_[a], order_[b]); };
     const double needed = options_.topP * total;
     double kept = 0; // the weight of ranked[0, lo), all of which is kept
     size_t lo = 0, hi = ranked.size();
     while (hi - lo > 64) {
       size_t mid = lo + (hi - lo) / 2;
-      std::nth_element(ranked.begin() + lo, ranked.begin() + mid, ranked.begin() + hi, rankBefore);
+      std::nth_element(ranked.begin() + lo, ranked.begin() + mid, ranked.begin() + hi, std::greater<>());
       double better = 0;
-      for (size_t i = lo; i < mid; ++i) better += weights_[ranked[i]];
+      for (size_t i = lo; i < mid; ++i) better += weights_[place(ranked[i])];
       if (kept + better >= needed) {
         hi = mid;
       } else {
@@ -113,17 +128,18 @@ int32_t Sampler::next(const float *logits, int64_t vocab, std::span<const int32_
         lo = mid;
       }
     }
-    std::sort(ranked.begin() + lo, ranked.begin() + hi, rankBefore);
+    std::sort(ranked.begin() + lo, ranked.begin() + hi, std::greater<>());
     size_t end = hi;
     for (size_t i = lo; i < hi; ++i) {
-      kept += weights_[ranked[i]];
+      kept += weights_[place(ranked[i])];
       if (kept >= needed) {
         end = i + 1;
         break;
       }
     }
     std::vector<double> nucleus(order_.size(), 0.0);
-    for (size_t i = 0; i < std::max<size_t>(end, 1); ++i) nucleus[ranked[i]] = weights_[ranked[i]];
+    for (size_t i = 0; i < std::max<size_t>(end, 1); ++i)
+      nucleus[place(ranked[i])] = weights_[place(ranked[i])];
     weights_.swap(nucleus);
   }
 

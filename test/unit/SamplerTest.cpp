@@ -153,6 +153,14 @@ TEST(Sampler, TopPOverALargeFlatVocabulary) {
   EXPECT_GT(*ids.rbegin(), 20000);
 }
 
+TEST(Sampler, TopPTiesNegativeAndPositiveZero) {
+  // -0 and +0 are equal logits: the tie goes to the lower id, whichever zero it holds.
+  SamplingOptions options = sampling(1.0);
+  options.topP = 0.4;
+  Sampler sampler(options);
+  EXPECT_EQ(drawn(histogram(sampler, {-0.0f, 0.0f, -30.0f}, 200)), (std::set<int32_t>{0}));
+}
+
 TEST(Sampler, MinPDropsTokensFarLessLikelyThanTheBest) {
   SamplingOptions options = sampling(1.0);
   options.minP = 0.2; // threshold 0.2 × 0.5 = 0.1
