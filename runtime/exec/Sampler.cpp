@@ -90,57 +90,47 @@ int32_t Sampler::next(const float *logits, int64_t vocab, std::span<const int32_
   for (size_t i = 0; i < order_.size(); ++i)
     total += weights_[i] = std::exp((scores[order_[i]] - best) * inverseTemperature);
 
-  // top-p: the most likely tokens until their probability reaches p (at least one). A selection rather than a
-  // sort: halving the range with nth_element, whole better halves are kept until the cut lies in a range
-  // small enough to sort. Linear time, where sorting a 150k vocabulary per token would not be. The ranking
-  // runs on 64-bit keys (the score's order above, the candidate's place below: a higher key is the more
-  // likely token, the lower id among equals), not through the scores by index: several times faster.
+  // top-p: the most likely tokens until their probability reaches p (at least one). A histogram rather than a
+  // sort: the candidates' weights are summed by the top 16 bits of their score's order, whole buckets from
+  // the most likely down are kept while their sum stays below p, and only the bucket where it reaches p is
+  // sorted (by score, then the lower id). A few passes over the vocabulary, where ranking 150k tokens a draw
+  // took ~7 ms on the H100's host.
   if (options_.topP < 1.0) {
-    // Usually a few tokens hold nearly all the probability: when those at least 1e-4 as likely as the best
-    // already reach p, the nucleus is among them and the rest need no ranking.
-    std::vector<uint64_t> ranked;
-    auto key = [&](size_t i) {
-      return uint64_t{orderedBits(scores[order_[i]])} << 32 | (0xffffffffu - static_cast<uint32_t>(i));
-    };
-    auto place = [](uint64_t k) { return static_cast<size_t>(0xffffffffu - static_cast<uint32_t>(k)); };
-    double likelyWeight = 0;
-    for (size_t i = 0; i < order_.size(); ++i)
-      if (weights_[i] >= 1e-4) {
-        ranked.push_back(key(i));
-        likelyWeight += weights_[i];
-      }
-    if (likelyWeight < options_.topP * total) {
-      ranked.resize(order_.size());
-      for (size_t i = 0; i < order_.size(); ++i) ranked[i] = key(i);
-    }
     const double needed = options_.topP * total;
-    double kept = 0; // the weight of ranked[0, lo), all of which is kept
-    size_t lo = 0, hi = ranked.size();
-    while (hi - lo > 64) {
-      size_t mid = lo + (hi - lo) / 2;
-      std::nth_element(ranked.begin() + lo, ranked.begin() + mid, ranked.begin() + hi, std::greater<>());
-      double better = 0;
-      for (size_t i = lo; i < mid; ++i) better += weights_[place(ranked[i])];
-      if (kept + better >= needed) {
-        hi = mid;
-      } else {
-        kept += better;
-        lo = mid;
-      }
+    keys_.resize(order_.size());
+    bucketWeights_.assign(kBuckets, 0.0);
+    bucketCounts_.assign(kBuckets, 0);
+    for (size_t i = 0; i < order_.size(); ++i) {
+      keys_[i] = orderedBits(scores[order_[i]]);
+      bucketWeights_[keys_[i] >> 16] += weights_[i];
+      ++bucketCounts_[keys_[i] >> 16];
     }
-    std::sort(ranked.begin() + lo, ranked.begin() + hi, std::greater<>());
-    size_t end = hi;
-    for (size_t i = lo; i < hi; ++i) {
-      kept += weights_[place(ranked[i])];
-      if (kept >= needed) {
-        end = i + 1;
-        break;
-      }
+    // The bucket where the kept weight reaches p: the most likely one that has candidates at least, and the
+    // least likely one with candidates if rounding never lets the sum reach p.
+    double kept = 0;
+    uint32_t edge = kBuckets;
+    for (uint32_t b = kBuckets; b-- > 0;) {
+      if (bucketCounts_[b] == 0) continue;
+      edge = b;
+      if (kept + bucketWeights_[b] >= needed) break;
+      kept += bucketWeights_[b];
     }
-    std::vector<double> nucleus(order_.size(), 0.0);
-    for (size_t i = 0; i < std::max<size_t>(end, 1); ++i)
-      nucleus[place(ranked[i])] = weights_[place(ranked[i])];
-    weights_.swap(nucleus);
+    // Within it, the most likely first (the lower id among equals: the candidates are in id order).
+    std::vector<uint64_t> &ranked = edgeKeys_;
+    ranked.clear();
+    for (size_t i = 0; i < order_.size(); ++i)
+      if (keys_[i] >> 16 == edge)
+        ranked.push_back(uint64_t{keys_[i]} << 32 | (0xffffffffu - static_cast<uint32_t>(i)));
+    std::sort(ranked.begin(), ranked.end(), std::greater<>());
+    auto place = [](uint64_t k) { return static_cast<size_t>(0xffffffffu - static_cast<uint32_t>(k)); };
+    size_t end = 0;
+    while (end < ranked.size()) {
+      kept += weights_[place(ranked[end++])];
+      if (kept >= needed) break;
+    }
+    for (size_t i = 0; i < order_.size(); ++i)
+      if (keys_[i] >> 16 < edge) weights_[i] = 0;
+    for (size_t r = end; r < ranked.size(); ++r) weights_[place(ranked[r])] = 0;
   }
 
   // min-p: relative to the most likely token, whose weight is exp(0) = 1.

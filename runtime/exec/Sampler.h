@@ -57,6 +57,13 @@ private:
   std::vector<float> scores_;   // scratch: the penalised logits
   std::vector<int32_t> order_;  // scratch: candidate ids
   std::vector<double> weights_; // scratch: unnormalised probabilities of the candidates
+  // scratch of top-p: each candidate's score bits in order, the weights and counts of their top 16 bits, the
+  // keys of the bucket where the cut falls
+  static constexpr uint32_t kBuckets = 65536;
+  std::vector<uint32_t> keys_;
+  std::vector<double> bucketWeights_;
+  std::vector<uint32_t> bucketCounts_;
+  std::vector<uint64_t> edgeKeys_;
 };
 
 int32_t argmax(const float *logits, int64_t vocab);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -151,6 +152,37 @@ TEST(Sampler, TopPOverALargeFlatVocabulary) {
   auto ids = drawn(histogram(sampler, logits, 500));
   EXPECT_LT(*ids.rbegin(), 25001);
   EXPECT_GT(*ids.rbegin(), 20000);
+}
+
+TEST(Sampler, TopPCutsAcrossManyScoreRanges) {
+  // 400 logits spread from -8 to 8 in a shuffled id order (their scores fall in many buckets of the
+  // histogram that finds the cut): the drawn tokens are the nucleus a full sort gives, and its most likely
+  // ones are all drawn. Also with p so near 1 that the cut falls in the least likely bucket.
+  const int64_t vocab = 400;
+  std::vector<float> logits(vocab);
+  for (int64_t i = 0; i < vocab; ++i)
+    logits[(i * 157) % vocab] = -8.0f + 16.0f * static_cast<float>(i) / vocab;
+  for (double p : {0.9, 0.999999}) {
+    std::vector<int32_t> ranked(vocab);
+    for (int32_t i = 0; i < vocab; ++i) ranked[i] = i;
+    std::sort(ranked.begin(), ranked.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    double total = 0, kept = 0;
+    for (float l : logits) total += std::exp(static_cast<double>(l) - 8.0);
+    std::set<int32_t> nucleus;
+    for (int32_t id : ranked) {
+      nucleus.insert(id);
+      kept += std::exp(static_cast<double>(logits[id]) - 8.0);
+      if (kept >= p * total) break;
+    }
+    SamplingOptions options = sampling(1.0);
+    options.topP = p;
+    Sampler sampler(options);
+    const std::set<int32_t> ids = drawn(histogram(sampler, logits, 20000));
+    for (int32_t id : ids) EXPECT_TRUE(nucleus.count(id)) << "token " << id << " drawn at top-p " << p;
+    for (int r = 0; r < 5; ++r)
+      EXPECT_TRUE(ids.count(ranked[r])) << "rank " << r << " never drawn at top-p " << p;
+    EXPECT_LT(nucleus.size(), p < 0.99 ? 60u : 400u);
+  }
 }
 
 TEST(Sampler, TopPTiesNegativeAndPositiveZero) {
