@@ -799,7 +799,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     }
   }
 
-  // A second queue of the family where it has one: the companion queue (Context::submitWithCompanion).
+  // A second queue of the family where it has one: the companion queue (Context::submitWithCompanionAndWait).
   const float priorities[2] = {1.0f, 1.0f};
   VkDeviceQueueCreateInfo queueInfo{};
   queueInfo.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
