@@ -6,20 +6,16 @@
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 namespace gerbil::exec {
 
 // kSamplingParamWords words; kAdvances is 0 (the runtime sets it where steps leave the argmax launch out).
 inline std::vector<uint32_t> samplingParamWords(const SamplingOptions &options, int64_t vocab) {
-  auto bits = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-  };
+  auto bits = [](float f) { return std::bit_cast<uint32_t>(f); };
   std::vector<uint32_t> words(plan::kSamplingParamWords, 0);
   words[plan::kInverseTemperature] =
       bits(options.temperature > 0 ? static_cast<float>(1.0 / options.temperature) : 0.0f);
