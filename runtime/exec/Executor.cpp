@@ -424,9 +424,8 @@ void Executor::submitBatch(uint32_t count) {
   if (!plan_.gpuArgmax) throw RuntimeError("the plan has no GPU argmax");
   if (!runStarted_)
     throw RuntimeError("submitBatch: no run of batches (beginGreedy or beginSampling starts one; a step, "
-                       "setPosition or reset "
-                       "ends it)");
-  if (count == 0) throw RuntimeError("a greedy batch needs at least one step");
+                       "setPosition or reset ends it)");
+  if (count == 0) throw RuntimeError("a batch needs at least one step");
   if (position_ + count > plan_.limits.maxSequence)
     throw RuntimeError("position " + std::to_string(position_ + count) + " exceeds the plan's --max-seq " +
                        std::to_string(plan_.limits.maxSequence));
@@ -444,7 +443,7 @@ void Executor::submitBatch(uint32_t count) {
 }
 
 std::vector<int32_t> Executor::nextBatchTokens() {
-  if (batchesInFlight_.empty()) throw RuntimeError("nextBatchTokens: no greedy batch is in flight");
+  if (batchesInFlight_.empty()) throw RuntimeError("nextBatchTokens: no batch is in flight");
   const DecodeBatch batch = batchesInFlight_.front();
   batchesInFlight_.erase(batchesInFlight_.begin());
   context_.waitRecorded(batch.ticket);

@@ -148,8 +148,8 @@ private:
   // Sampled decode steps run without the greedy argmax launch where it is decode's last (the sampler then
   // appends the token and advances the position itself); false where the logits gemv picks the token.
   bool samplerReplacesArgmax_ = false;
-  // Greedy decode: a command buffer per (steps per submit, slot), recorded once; batches in flight use
-  // different slots, so that none is submitted again while it runs.
+  // Batched decode: a command buffer per (steps per submit, slot, sampler stages), recorded once; batches in
+  // flight use different slots, so that none is submitted again while it runs.
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;
   static constexpr uint32_t kSingleStepSlot = vk::Context::kRecordedInFlight; // step()'s, never in flight
   struct DecodeBatch {
@@ -157,11 +157,11 @@ private:
   };
   std::vector<DecodeBatch> batchesInFlight_; // oldest first
   std::vector<uint32_t> droppedBatches_;     // tickets of batches dropped but maybe still running
-  bool runStarted_ = false;                  // beginGreedy came after the last step, setPosition or reset
+  bool runStarted_ = false;                  // a run begun, not yet ended by a step, setPosition or reset
   bool runSampled_ = false;                  // the run began with beginSampling
   uint32_t samplerStages_ = 0;              // the launches setSampling's options need (0: not set)
   uint32_t lastStepTokens_ = 0;             // the last step's T (0: none yet)
-  uint32_t runTokensQueued_ = 0;            // steps submitted since beginGreedy
+  uint32_t runTokensQueued_ = 0;            // steps submitted since beginGreedy or beginSampling
   uint32_t batchSubmissions_ = 0;           // picks the slot
   uint32_t position_ = 0;
   double lastStepGpuMs_ = 0, lastStepRecordMs_ = 0;
