@@ -88,7 +88,7 @@ public:
   }
 
   // The kernel of a way (the companion's prefetcher with `companion`).
-  vk::Pipeline pipeline(Way way, bool companion) {
+  vk::Pipeline kernelOf(Way way, bool companion) {
     const bool persistent = way == Way::Persistent, ordered = way == Way::Persistent || way == Way::Chained;
     std::string source =
         std::string("#define N ") + std::to_string(o_.n) + "u\n#define ROWS " + std::to_string(rows_) +
@@ -117,9 +117,9 @@ public:
   // Median microseconds a phase over the repeats, and the last run's error against the host.
   std::pair<double, double> run(Way way) {
     const bool persistent = way == Way::Persistent;
-    vk::Pipeline pipeline = this->pipeline(way, false);
+    vk::Pipeline pipeline = kernelOf(way, false);
     vk::Pipeline companion;
-    if (way == Way::Companion) companion = this->pipeline(way, true);
+    if (way == Way::Companion) companion = kernelOf(way, true);
     // The driver's statistics of each way's kernel (where the context captures them: --statistics).
     addStatistics(statistics_, vk::pipelineStatistics(ctx_, pipeline), std::string(wayName(way)) + " ");
     const std::vector<vk::BufferRange> ranges = {{weights_.handle(), 0, weights_.size()},
@@ -184,8 +184,8 @@ public:
   uint32_t rows() const { return rows_; }
   uint32_t companionStalls() const { return companionStalls_; }
   void compileCompanion() {
-    pipeline(Way::Companion, false);
-    pipeline(Way::Companion, true);
+    kernelOf(Way::Companion, false);
+    kernelOf(Way::Companion, true);
   }
   const nlohmann::json &statistics() const { return statistics_; }
 
