@@ -143,7 +143,9 @@ public:
         for (uint32_t p = 0; p < o_.phases; ++p) {
           Push one = push(p, 1);
           ctx_.dispatch(cmd, pipeline, set, &one, sizeof one, o_.workgroups, 1, 1);
-          if (way == Way::Dispatches) ctx_.computeBarrier(cmd);
+          // The companion way runs the dispatches as decode does: each behind a barrier (the prefetcher on
+          // the other queue is what differs); the chained way orders them by its counter alone.
+          if (way == Way::Dispatches || way == Way::Companion) ctx_.computeBarrier(cmd);
         }
       }
       ctx_.writeTimestamp(cmd, 1);
