@@ -171,6 +171,12 @@ VkMemoryRequirements Context::createHandle(Buffer &buffer, uint64_t size, const 
                      VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   if (bufferDeviceAddress_) bufferInfo.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   bufferInfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  const uint32_t families[2] = {s.queueFamily, s.companionFamily};
+  if (s.companionPool) { // a companion queue of another family reads the buffers too
+    bufferInfo.sharingMode = VK_SHARING_MODE_CONCURRENT;
+    bufferInfo.queueFamilyIndexCount = 2;
+    bufferInfo.pQueueFamilyIndices = families;
+  }
   VkExternalMemoryBufferCreateInfo external{};
   external.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
   external.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;

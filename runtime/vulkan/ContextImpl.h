@@ -86,7 +86,10 @@ struct Context::Impl {
   uint32_t queueFamily = 0;
   uint32_t timestampValidBits = 0;
   VkQueue queue = VK_NULL_HANDLE;
-  VkQueue companionQueue = VK_NULL_HANDLE; // a second queue of the family, where it has one
+  VkQueue companionQueue = VK_NULL_HANDLE; // ContextOptions::companionQueue, where the device has it
+  uint32_t companionFamily = 0;
+  // Where the companion's family is not the main one: its command pool, and every buffer is shared by both.
+  VkCommandPool companionPool = VK_NULL_HANDLE;
   VkFence companionFence = VK_NULL_HANDLE;
   VkCommandPool commandPool = VK_NULL_HANDLE;
   std::vector<VkCommandBuffer> idleCommandBuffers; // reset and ready to begin again
@@ -137,6 +140,8 @@ struct Context::Impl {
   void ensureStaging(uint64_t bytes);
   // Resets a command buffer that is no longer running and returns it to the idle list (null: nothing).
   void recycle(VkCommandBuffer cmd);
+  // A companion command buffer, to its own pool where its family is not the main one.
+  void recycleCompanion(VkCommandBuffer cmd);
   // Ends a recorded staging copy and submits it to signal copyFences[half]; waits for that fence. (The
   // upload stream's and the download's halves.)
   void submitCopy(VkCommandBuffer cmd, int half);

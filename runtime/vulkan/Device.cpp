@@ -194,6 +194,23 @@ QueueChoice chooseComputeQueue(VkPhysicalDevice device) {
   return choice;
 }
 
+// Another family with compute than `main`, one without graphics first (an "async compute" family).
+std::optional<uint32_t> otherComputeFamily(VkPhysicalDevice device, uint32_t main) {
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, families.data());
+  std::optional<uint32_t> found;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (i == main || !(families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || families[i].queueCount == 0)
+      continue;
+    if (!found || ((families[*found].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
+                   !(families[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
+      found = i;
+  }
+  return found;
+}
+
 std::vector<std::string> deviceExtensions(VkPhysicalDevice device) {
   uint32_t count = 0;
   if (vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr) != VK_SUCCESS) return {};
@@ -527,6 +544,7 @@ Context::Impl::~Impl() {
     for (VkFence f : recordedFences)
       if (f) vkDestroyFence(device, f, nullptr);
     if (commandPool) vkDestroyCommandPool(device, commandPool, nullptr);
+    if (companionPool) vkDestroyCommandPool(device, companionPool, nullptr);
     vkDestroyDevice(device, nullptr);
   }
   destroyInstance(instance);
@@ -655,7 +673,14 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     throw VulkanError("device " + std::to_string(chosen) + " (" + info_.name + ") has no compute queue");
   s.queueFamily = queue.family;
   s.timestampValidBits = queue.timestampValidBits;
-  const uint32_t queueCount = std::min<uint32_t>(queue.queueCount, 2);
+  // The companion queue asked for, where the device has it.
+  const std::optional<uint32_t> otherComputeQueue = options.companionQueue == CompanionQueue::OtherFamily
+                                                        ? otherComputeFamily(s.physical, queue.family)
+                                                        : std::nullopt;
+  const bool otherFamily = otherComputeQueue.has_value();
+  const uint32_t companionFamily = otherComputeQueue.value_or(queue.family);
+  const uint32_t queueCount =
+      options.companionQueue == CompanionQueue::SameFamily ? std::min<uint32_t>(queue.queueCount, 2) : 1;
 
   VkPhysicalDeviceMaintenance4Properties maintenance4{};
   maintenance4.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES;
@@ -801,28 +826,38 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
 
   // A second queue of the family where it has one: the companion queue (Context::submitWithCompanionAndWait).
   const float priorities[2] = {1.0f, 1.0f};
-  VkDeviceQueueCreateInfo queueInfo{};
-  queueInfo.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
-  queueInfo.queueFamilyIndex = s.queueFamily;
-  queueInfo.queueCount = queueCount;
-  queueInfo.pQueuePriorities = priorities;
+  VkDeviceQueueCreateInfo queueInfos[2]{};
+  for (VkDeviceQueueCreateInfo &info : queueInfos) {
+    info.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    info.queueCount = 1;
+    info.pQueuePriorities = priorities;
+  }
+  queueInfos[0].queueFamilyIndex = s.queueFamily;
+  queueInfos[0].queueCount = queueCount;
+  queueInfos[1].queueFamilyIndex = companionFamily;
   VkDeviceCreateInfo deviceInfo{};
   deviceInfo.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   deviceInfo.pNext = &enabled;
-  deviceInfo.queueCreateInfoCount = 1;
-  deviceInfo.pQueueCreateInfos = &queueInfo;
+  deviceInfo.queueCreateInfoCount = otherFamily ? 2 : 1;
+  deviceInfo.pQueueCreateInfos = queueInfos;
   deviceInfo.enabledExtensionCount = static_cast<uint32_t>(extensionNames.size());
   deviceInfo.ppEnabledExtensionNames = extensionNames.data();
   check(vkCreateDevice(s.physical, &deviceInfo, nullptr, &s.device), "vkCreateDevice");
   device_ = s.device;
   vkGetDeviceQueue(s.device, s.queueFamily, 0, &s.queue);
+  s.companionFamily = companionFamily;
   if (queueCount > 1) vkGetDeviceQueue(s.device, s.queueFamily, 1, &s.companionQueue);
+  if (otherFamily) vkGetDeviceQueue(s.device, companionFamily, 0, &s.companionQueue);
 
   VkCommandPoolCreateInfo poolInfo{};
   poolInfo.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
   poolInfo.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT; // command buffers are recycled one by one
   poolInfo.queueFamilyIndex = s.queueFamily;
   check(vkCreateCommandPool(s.device, &poolInfo, nullptr, &s.commandPool), "vkCreateCommandPool");
+  if (otherFamily) {
+    poolInfo.queueFamilyIndex = companionFamily;
+    check(vkCreateCommandPool(s.device, &poolInfo, nullptr, &s.companionPool), "vkCreateCommandPool");
+  }
   VkFenceCreateInfo fenceInfo{};
   fenceInfo.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(vkCreateFence(s.device, &fenceInfo, nullptr, &s.fence), "vkCreateFence");
@@ -1132,6 +1167,27 @@ bool Context::hasCompanionQueue() const {
   return impl_->companionQueue != VK_NULL_HANDLE;
 }
 
+VkCommandBuffer Context::beginCompanionCommands() {
+  Impl &s = *impl_;
+  if (!s.companionQueue) throw VulkanError("beginCompanionCommands: the device has no companion queue");
+  if (!s.companionPool) return beginCommands();
+  VkCommandBuffer cmd = allocateCommandBuffer(s.device, s.companionPool);
+  VkCommandBufferBeginInfo begin{};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VkResult result = vkBeginCommandBuffer(cmd, &begin);
+  if (result != VK_SUCCESS) {
+    vkFreeCommandBuffers(s.device, s.companionPool, 1, &cmd);
+    throw VulkanError("vkBeginCommandBuffer (companion)", result);
+  }
+  return cmd;
+}
+
+void Context::Impl::recycleCompanion(VkCommandBuffer cmd) {
+  if (!companionPool) return recycle(cmd);
+  if (cmd) vkFreeCommandBuffers(device, companionPool, 1, &cmd);
+}
+
 void Context::submitWithCompanionAndWait(VkCommandBuffer cmd, VkCommandBuffer companion) {
   Impl &s = *impl_;
   if (!s.companionQueue) throw VulkanError("submitWithCompanionAndWait: the device has no second queue");
@@ -1140,7 +1196,7 @@ void Context::submitWithCompanionAndWait(VkCommandBuffer cmd, VkCommandBuffer co
   if (result == VK_SUCCESS) result = vkResetFences(s.device, 1, &s.companionFence);
   if (result == VK_SUCCESS) result = detail::submitOne(s.companionQueue, companion, s.companionFence);
   if (result != VK_SUCCESS) {
-    s.recycle(companion);
+    s.recycleCompanion(companion);
     s.recycle(cmd);
     throw VulkanError("submitting to the companion queue", result);
   }
@@ -1150,11 +1206,11 @@ void Context::submitWithCompanionAndWait(VkCommandBuffer cmd, VkCommandBuffer co
     submitAndWait(cmd);
   } catch (...) {
     detail::waitForFence(s.device, s.companionFence, s.spinWaitMicroseconds);
-    s.recycle(companion);
+    s.recycleCompanion(companion);
     throw;
   }
   detail::waitForFence(s.device, s.companionFence, s.spinWaitMicroseconds);
-  s.recycle(companion);
+  s.recycleCompanion(companion);
 }
 
 void Context::Impl::recycle(VkCommandBuffer cmd) {

@@ -84,6 +84,11 @@ inline constexpr uint32_t kDefaultSpinWaitMicroseconds = 20000;
 // 16 GiB of weights lost 3-4 us each to missed address translations in plain allocations, whether one a
 // buffer or shared, and none in dedicated ones (as if mapped with larger pages): Llama-3-8B decoded at
 // 174.4 -> 180.6 tok/s and prefilled in 33.02 -> 32.27 ms.
+// A queue beside the main one, for work that none of the main queue's barriers may hold (gerbil-kernel-bench
+// sync's companion prefetcher): none, a second queue of the main queue's family, or a queue of another
+// family with compute (an "async compute" family), whose use makes every buffer shared by the two families.
+enum class CompanionQueue { None, SameFamily, OtherFamily };
+
 enum class MemoryAllocation {
   Plain,      // vkAllocateMemory alone
   Dedicated,  // an allocation made for its one buffer (VkMemoryDedicatedAllocateInfo)
@@ -136,6 +141,8 @@ struct ContextOptions {
   MemoryAllocation allocation = MemoryAllocation::Dedicated;
   // Tests: the allocations createBuffers may make (default: the device's maxMemoryAllocationCount).
   std::optional<uint32_t> maxAllocations;
+  // Where the device has such a queue; hasCompanionQueue() says whether it got one.
+  CompanionQueue companionQueue = CompanionQueue::None;
 };
 
 class Context;
@@ -244,11 +251,13 @@ public:
                 uint32_t pushBytes, uint32_t gx, uint32_t gy, uint32_t gz);
   void computeBarrier(VkCommandBuffer cmd);
   void submitAndWait(VkCommandBuffer cmd);
-  // A second queue of the same family, where the device has one: what is submitted there runs beside the
-  // main queue's work, ordered with it through memory alone (gerbil-kernel-bench sync's companion
-  // prefetcher). submitWithCompanionAndWait submits `companion` there first, then `cmd` as submitAndWait
-  // does, and waits for both.
+  // The companion queue (ContextOptions::companionQueue), where the device has the one asked for: what is
+  // submitted there runs beside the main queue's work, ordered with it through memory alone
+  // (gerbil-kernel-bench sync's companion prefetcher). beginCompanionCommands begins a command buffer for
+  // it; submitWithCompanionAndWait submits `companion` there first, then `cmd` as submitAndWait does, and
+  // waits for both.
   bool hasCompanionQueue() const;
+  VkCommandBuffer beginCompanionCommands();
   void submitWithCompanionAndWait(VkCommandBuffer cmd, VkCommandBuffer companion);
   // Submits without waiting, so that the GPU starts on it while the host records more. What follows must be
   // ordered after it by a barrier (as between dispatches) and end in a submitAndWait, whose wait covers it.

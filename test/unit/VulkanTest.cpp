@@ -594,6 +594,44 @@ TEST(VulkanContext, FloatAtomicsWhereAsked) {
   }
 }
 
+// The companion queue exists only where asked for (and the device has it); where it does, a dispatch
+// submitted there beside the main queue's writes what it should, from buffers both queues use.
+TEST(VulkanContext, CompanionQueueOnlyWhereAsked) {
+  {
+    CONTEXT_OR_SKIP(plain, ContextOptions{});
+    EXPECT_FALSE(plain->hasCompanionQueue());
+    EXPECT_THROW(plain->beginCompanionCommands(), VulkanError);
+  }
+  for (CompanionQueue queue : {CompanionQueue::SameFamily, CompanionQueue::OtherFamily}) {
+    ContextOptions options;
+    options.companionQueue = queue;
+    CONTEXT_OR_SKIP(ctx, options);
+    if (!ctx->hasCompanionQueue()) continue; // lavapipe: one family of one queue
+    constexpr uint32_t n = 4096;
+    Pipeline pipeline =
+        ctx->createPipeline(kDoublePlusStart, 2, sizeof(DoublePlusStartParams), "double_plus_start");
+    Buffer x = ctx->createBuffer(n * sizeof(float), "x");
+    Buffer y = ctx->createBuffer(n * sizeof(float), "y");
+    Buffer z = ctx->createBuffer(n * sizeof(float), "z");
+    std::vector<float> input = ramp(n);
+    ctx->upload(x, 0, input.data(), n * sizeof(float));
+    VkDescriptorSet toY = ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {y.handle(), 0, 0}});
+    VkDescriptorSet toZ = ctx->createDescriptorSet(pipeline, {{x.handle(), 0, 0}, {z.handle(), 0, 0}});
+    VkCommandBuffer main = ctx->beginCommands();
+    recordDoublePlusStart(*ctx, main, pipeline, toY, n, 1);
+    VkCommandBuffer beside = ctx->beginCompanionCommands();
+    recordDoublePlusStart(*ctx, beside, pipeline, toZ, n, 7);
+    ctx->submitWithCompanionAndWait(main, beside);
+    std::vector<float> y0(n), z0(n);
+    ctx->download(y, 0, y0.data(), n * sizeof(float));
+    ctx->download(z, 0, z0.data(), n * sizeof(float));
+    for (uint32_t i = 0; i < n; ++i) {
+      ASSERT_EQ(y0[i], 2.0f * input[i] + 1.0f) << "element " << i;
+      ASSERT_EQ(z0[i], 2.0f * input[i] + 7.0f) << "element " << i << " (companion queue)";
+    }
+  }
+}
+
 TEST(VulkanBuffers, Fill) {
   CONTEXT_OR_SKIP(ctx, ContextOptions{});
   constexpr size_t n = 1000;

@@ -75,7 +75,7 @@ public:
     weights_ = ctx.createBuffer(weightsHost_.size() * 2, "sync weights");
     ctx.upload(weights_, 0, weightsHost_.data(), weightsHost_.size() * 2);
     vectors_ = ctx.createBuffer(uint64_t(o.n) * 8, "sync vectors");
-    sync_ = ctx.createBuffer(16, "sync counter");
+    sync_ = ctx.createBuffer(32, "sync counter");
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     x0_.resize(o.n);
@@ -91,12 +91,13 @@ public:
   vk::Pipeline kernelOf(Way way, bool companion) {
     const bool persistent = way == Way::Persistent, ordered = way == Way::Persistent || way == Way::Chained;
     std::string source =
-        std::string("#define N ") + std::to_string(o_.n) + "u\n#define ROWS " + std::to_string(rows_) +
-        "u\n#define WORKGROUP " + std::to_string(o_.workgroupSize) + "u\n#define SUBGROUP " +
-        std::to_string(subgroup_) + "u\n#define EMPTY " + (o_.empty ? "1" : "0") + "\n#define PERSISTENT " +
-        (persistent ? "1" : "0") + "\n#define CHAINED " + (way == Way::Chained ? "1" : "0") +
-        "\n#define VECTOR_QUALIFIER " + (ordered ? "coherent" : "") + "\n#define SYNC_SIGNAL " +
-        (way == Way::Companion ? "1" : "0") + "\n#define COMPANION " + (companion ? "1" : "0") + "\n";
+        std::string("#define N ") + std::to_string(o_.n) + "u\n#define PHASES " + std::to_string(o_.phases) +
+        "u\n#define ROWS " + std::to_string(rows_) + "u\n#define WORKGROUP " +
+        std::to_string(o_.workgroupSize) + "u\n#define SUBGROUP " + std::to_string(subgroup_) +
+        "u\n#define EMPTY " + (o_.empty ? "1" : "0") + "\n#define PERSISTENT " + (persistent ? "1" : "0") +
+        "\n#define CHAINED " + (way == Way::Chained ? "1" : "0") + "\n#define VECTOR_QUALIFIER " +
+        (ordered ? "coherent" : "") + "\n#define SYNC_SIGNAL " + (way == Way::Companion ? "1" : "0") +
+        "\n#define COMPANION " + (companion ? "1" : "0") + "\n";
     if (companion) {
       const uint64_t words = uint64_t(o_.n) * (o_.n / 8),
                      invocations = uint64_t(o_.companionWorkgroups) * o_.workgroupSize;
@@ -151,7 +152,7 @@ public:
       }
       ctx_.writeTimestamp(cmd, 1);
       if (way == Way::Companion) {
-        VkCommandBuffer beside = ctx_.beginCommands();
+        VkCommandBuffer beside = ctx_.beginCompanionCommands();
         Push all = push(0, o_.phases);
         ctx_.dispatch(beside, companion, companionSet, &all, sizeof all, o_.companionWorkgroups, 1, 1);
         ctx_.submitWithCompanionAndWait(cmd, beside);
@@ -159,8 +160,14 @@ public:
         ctx_.submitAndWait(cmd);
       }
       std::vector<uint64_t> ns = ctx_.readTimestamps(2);
-      uint32_t stalled = 0;
-      ctx_.download(sync_, 4, &stalled, 4);
+      // stalled, progress, companionBegan, firstSeen, overlapped (sync.glsl's Sync block)
+      std::array<uint32_t, 5> words{};
+      ctx_.download(sync_, 4, words.data(), sizeof words);
+      const uint32_t stalled = words[0];
+      if (way == Way::Companion && r >= 0) {
+        if (words[4] == 2) ++companionOverlaps_;
+        if (words[3] > 0) companionFirstSeen_.push_back(words[3] - 1);
+      }
       if (stalled == 2) { // the companion gave up waiting: the phases ran, maybe without its loads
         if (r >= 0) ++companionStalls_;
       } else if (stalled)
@@ -186,6 +193,15 @@ public:
   }
   uint32_t rows() const { return rows_; }
   uint32_t companionStalls() const { return companionStalls_; }
+  // Runs in which the chain's last phase found the companion running (the two queues side by side).
+  uint32_t companionOverlaps() const { return companionOverlaps_; }
+  // The median progress the companion's first poll saw (the phases begun before it ran; -1 if it never ran).
+  int64_t companionFirstSeen() const {
+    if (companionFirstSeen_.empty()) return -1;
+    std::vector<uint32_t> sorted = companionFirstSeen_;
+    std::sort(sorted.begin(), sorted.end());
+    return sorted[sorted.size() / 2];
+  }
   void compileCompanion() {
     kernelOf(Way::Companion, false);
     kernelOf(Way::Companion, true);
@@ -218,7 +234,8 @@ private:
   vk::Context &ctx_;
   codegen::ShaderCompiler &compiler_;
   SyncOptions o_;
-  uint32_t subgroup_ = 0, warps_ = 0, rows_ = 0, copies_ = 0, companionStalls_ = 0;
+  uint32_t subgroup_ = 0, warps_ = 0, rows_ = 0, copies_ = 0, companionStalls_ = 0, companionOverlaps_ = 0;
+  std::vector<uint32_t> companionFirstSeen_;
   std::vector<uint16_t> weightsHost_;
   std::vector<float> x0_, expected_;
   nlohmann::json statistics_ = nlohmann::json::object();
@@ -265,7 +282,9 @@ nlohmann::json runSyncBench(vk::Context &ctx, codegen::ShaderCompiler &compiler,
                         {"companion_us", companion ? nlohmann::json(companionUs) : nlohmann::json(nullptr)},
                         {"companion_workgroups", options.companionWorkgroups},
                         {"companion_ahead", options.companionAhead},
-                        {"companion_stalls", run.companionStalls()}};
+                        {"companion_stalls", run.companionStalls()},
+                        {"companion_overlaps", run.companionOverlaps()},
+                        {"companion_first_seen", run.companionFirstSeen()}};
   out["checked"] = run.checked();
   if (options.statistics) out["statistics"] = run.statistics();
   if (!options.empty) {

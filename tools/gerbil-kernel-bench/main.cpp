@@ -59,6 +59,7 @@ struct Options {
   // matmul, gemv, attention: the kernel reaches its buffers by address (gerbilc --buffer-addresses).
   bool bufferAddresses = false;
   std::string allocation = vk::memoryAllocationName(vk::ContextOptions{}.allocation);
+  vk::CompanionQueue companionQueue = vk::CompanionQueue::None; // sync's companion way: --companion-queue
 };
 
 // --prefetch BYTES[@STRIDE] (repeatable), as gerbil-prefetch-weights gives a launch's prefetch workers.
@@ -125,6 +126,7 @@ public:
     context.pipelineStatistics = options.statistics;
     context.bufferDeviceAddress = options.bufferDeviceAddress || options.bufferAddresses;
     context.allocation = *vk::parseMemoryAllocation(options.allocation);
+    context.companionQueue = options.companionQueue;
     ctx_ = std::make_unique<vk::Context>(context);
   }
 
@@ -476,6 +478,13 @@ int main(int argc, char **argv) {
       ->add_option("--companion-ahead", sync.companionAhead,
                    "The prefetcher loads phase p + this many's weights while phase p runs")
       ->check(CLI::Range(1, 16));
+  std::string companionQueue = "same";
+  syncCommand
+      ->add_option(
+          "--companion-queue", companionQueue,
+          "The prefetcher's queue: a second one of the main queue's family (same), or one of another "
+          "family with compute (other)")
+      ->check(CLI::IsMember({"same", "other"}));
   bench::MlpOptions mlp;
   CLI::App *mlpCommand = app.add_subcommand(
       "mlp", "A decode step's MLP (norm, gate/up, down with the residual) as one launch, with float atomics, "
@@ -500,6 +509,9 @@ int main(int argc, char **argv) {
     // subcommands allocate as plans through descriptors do.
     options.bufferDeviceAddress |=
         syncCommand->parsed() && bench::syncTakesAddresses(bench::parseDefines(options.defines));
+    if (syncCommand->parsed())
+      options.companionQueue =
+          companionQueue == "other" ? vk::CompanionQueue::OtherFamily : vk::CompanionQueue::SameFamily;
     Bench bench(options);
     nlohmann::json out = {{"device", bench.info().name},
                           {"defines", options.defines},
@@ -522,6 +534,7 @@ int main(int argc, char **argv) {
       sync.defines = bench::parseDefines(options.defines);
       sync.statistics = options.statistics;
       out.update(bench::runSyncBench(bench.context(), bench.compiler(), sync));
+      out["companion_queue"] = companionQueue;
     } else if (matmul->parsed()) {
       const mlir::gerbil::TargetProfile profile = bench.target(target);
       codegen::MatMulSpec spec;

@@ -31,6 +31,9 @@ layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile b
   uint arrived_;
   uint stalled_;
   uint progress_;
+  uint companionBegan_;
+  uint firstSeen_;
+  uint overlapped_;
 };
 layout(push_constant) uniform Push {
   uint first; uint count; uint copies; uint unused;
@@ -42,6 +45,9 @@ layout(push_constant) uniform Push {
 #define arrived_ push_.sync.arrived_
 #define stalled_ push_.sync.stalled_
 #define progress_ push_.sync.progress_
+#define companionBegan_ push_.sync.companionBegan_
+#define firstSeen_ push_.sync.firstSeen_
+#define overlapped_ push_.sync.overlapped_
 #else
 layout(std430, binding = 0) restrict readonly buffer Weights { uvec4 w_[]; };
 // Persistent: other workgroups wrote the input in this dispatch, so it is read past the caches that are
@@ -50,8 +56,17 @@ layout(std430, binding = 1) VECTOR_QUALIFIER buffer Vectors { vec4 v_[]; };
 // The same, element by element: a store of one component through v_ may be a read-modify-write of all four,
 // which would lose the neighbours' results that other workgroups store at the same time.
 layout(std430, binding = 1) VECTOR_QUALIFIER buffer VectorElements { float e_[]; };
-// progress_: the phase dispatches' count as they start (SYNC_SIGNAL), which the companion follows.
-layout(std430, binding = 2) coherent volatile buffer Sync { uint arrived_; uint stalled_; uint progress_; };
+// progress_: the phase dispatches' count as they start (SYNC_SIGNAL), which the companion follows. Whether
+// the two queues ran side by side: companionBegan_ (1 once the companion runs), firstSeen_ (1 + the progress
+// its first poll saw), overlapped_ (1 + companionBegan_ as the chain's last phase saw it).
+layout(std430, binding = 2) coherent volatile buffer Sync {
+  uint arrived_;
+  uint stalled_;
+  uint progress_;
+  uint companionBegan_;
+  uint firstSeen_;
+  uint overlapped_;
+};
 layout(push_constant) uniform Push { uint first; uint count; uint copies; } push_;
 #endif
 
@@ -203,6 +218,10 @@ shared bool gaveUp_;
 void main() {
   uint seen = 0u;
   const uint words = N * LOADS, stride = gl_NumWorkGroups.x * WORKGROUP;
+  if (gl_GlobalInvocationID.x == 0u) {
+    companionBegan_ = 1u;
+    firstSeen_ = 1u + progress_;
+  }
   for (uint p = 0u; p + COMPANION_AHEAD < push_.count; ++p) {
     if (gl_LocalInvocationIndex == 0u) {
       uint spins = 0u;
@@ -229,7 +248,10 @@ void main() {
 void main() {
 #if SYNC_SIGNAL
   // The companion follows the phases by this count: phase `first` has started, so the one before is done.
-  if (gl_WorkGroupID.x == 0u && gl_LocalInvocationIndex == 0u) progress_ = push_.first + 1u;
+  if (gl_WorkGroupID.x == 0u && gl_LocalInvocationIndex == 0u) {
+    progress_ = push_.first + 1u;
+    if (push_.first + 1u == PHASES) overlapped_ = 1u + companionBegan_;
+  }
 #endif
 #if SYNC_CODE > 0
   if (codeBlock() == -1.0 && push_.copies == 0u) e_[0] = 0.0;  // never: keeps the code
