@@ -106,10 +106,9 @@ public:
     }
     // --define NAME=VALUE, then 0 for the diagnosis switches not given.
     for (const auto &[name, value] : o_.defines) source += "#define " + name + " " + value + "\n";
-    for (const char *name :
-         {"SYNC_NO_W", "SYNC_NO_X", "SYNC_NO_STORE", "SYNC_NO_REDUCE", "SYNC_STORE_ONE", "SYNC_GUARD_STORE",
-          "SYNC_PREFETCH_NEXT", "SYNC_BDA", "SYNC_SKIP_PREFETCH", "SYNC_SKIP_COMPUTE", "SYNC_CODE",
-          "SYNC_CODE_UNROLLED", "SYNC_STAGE_X", "SYNC_ACQUIRE"})
+    for (const char *name : {"SYNC_NO_W", "SYNC_NO_X", "SYNC_NO_STORE", "SYNC_NO_REDUCE", "SYNC_STORE_ONE",
+                             "SYNC_GUARD_STORE", "SYNC_PREFETCH_NEXT", "SYNC_BDA", "SYNC_SKIP_PREFETCH",
+                             "SYNC_SKIP_COMPUTE", "SYNC_CODE", "SYNC_CODE_UNROLLED", "SYNC_STAGE_X"})
       if (source.find(std::string("#define ") + name + " ") == std::string::npos)
         source += std::string("#define ") + name + " 0\n";
     return ctx_.createPipeline(compiler_.compile(benchKernel("sync.glsl", source), "sync bench"), 3,

@@ -45,8 +45,6 @@ struct SyncOptions {
   // multiply-adds, as a loop or (SYNC_CODE_UNROLLED=1) as n instructions; SYNC_PREFETCH_NEXT=1 has each
   // dispatch also load the next phase's weights (into the L2), as a kernel could for the one after it;
   // SYNC_STAGE_X=1 reads the input once a workgroup into shared memory for its subgroups.
-  // SYNC_ACQUIRE=1 makes the grid barrier a release and an acquire of the Vulkan memory model, the input
-  // read plain loads after it (instead of coherent loads after memory barriers).
   std::vector<Define> defines;
 };
 

@@ -9,16 +9,6 @@
 #extension GL_EXT_buffer_reference : enable
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
-#if SYNC_ACQUIRE
-// SYNC_ACQUIRE: the grid barrier as a release (the arrival) and an acquire (the poll) at queue-family scope
-// in the Vulkan memory model, and the input read with plain loads after it, instead of `coherent` loads
-// (each past the L1) after memory barriers: the driver then makes the other multiprocessors' results visible
-// once, at the acquire.
-#extension GL_KHR_memory_scope_semantics : require
-#pragma use_vulkan_memory_model
-#undef VECTOR_QUALIFIER
-#define VECTOR_QUALIFIER nonprivate
-#endif
 layout(local_size_x = WORKGROUP) in;
 
 #if SYNC_BDA
@@ -155,27 +145,15 @@ void compute(uint phase) {
 // wait. A memory barrier waits for the workgroup's loads in flight, so none may be issued before arrive().
 // A bound on the polls turns a grid that is not all resident into an error.
 void arrive() {
-#if SYNC_ACQUIRE
-  // The workgroup's stores made available to invocation 0, whose release then covers them (cumulative).
-  controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                 gl_SemanticsAcquireRelease);
-  if (gl_LocalInvocationIndex == 0u)
-    atomicAdd(arrived_, 1u, gl_ScopeQueueFamily, gl_StorageSemanticsBuffer, gl_SemanticsRelease);
-#else
   memoryBarrierBuffer();
   barrier();
   if (gl_LocalInvocationIndex == 0u) atomicAdd(arrived_, 1u);
-#endif
 }
 
 void wait(uint target) {
   if (gl_LocalInvocationIndex == 0u) {
     uint spins = 0u;
-#if SYNC_ACQUIRE
-    while (atomicLoad(SYNC_POLL, gl_ScopeQueueFamily, gl_StorageSemanticsBuffer, gl_SemanticsAcquire) < target)
-#else
     while (SYNC_POLL < target)
-#endif
       if (++spins == 1048576u) {
         stalled_ = 1u;
         break;
@@ -185,14 +163,8 @@ void wait(uint target) {
     // (sweep r: on every run, with correct results), so it cannot tell. A wait cut short shows as a
     // wrong result, which the host check reports.
   }
-#if SYNC_ACQUIRE
-  // What invocation 0 acquired, visible to the whole workgroup.
-  controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                 gl_SemanticsAcquireRelease);
-#else
   barrier();
   memoryBarrierBuffer();
-#endif
 }
 
 // SYNC_CODE=n (with SYNC_CODE_UNROLLED 0 or 1): n dependent multiply-adds before the phase, as a loop of
