@@ -178,13 +178,20 @@ struct QueueChoice {
   uint32_t queueCount = 0;
 };
 
-// The first compute family that has timestamps, else the first compute family at all.
-QueueChoice chooseComputeQueue(VkPhysicalDevice device) {
+// The first compute family that has timestamps, else the first compute family at all; with computeOnly, a
+// compute family with timestamps and without graphics before those.
+QueueChoice chooseComputeQueue(VkPhysicalDevice device, bool computeOnly) {
   uint32_t count = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(device, &count, nullptr);
   std::vector<VkQueueFamilyProperties> families(count);
   vkGetPhysicalDeviceQueueFamilyProperties(device, &count, families.data());
   QueueChoice choice;
+  for (uint32_t i = 0; computeOnly && i < count; ++i) {
+    const VkQueueFlags flags = families[i].queueFlags;
+    if ((flags & VK_QUEUE_COMPUTE_BIT) && !(flags & VK_QUEUE_GRAPHICS_BIT) && families[i].queueCount > 0 &&
+        families[i].timestampValidBits > 0)
+      return {true, i, families[i].timestampValidBits, families[i].queueCount};
+  }
   for (uint32_t i = 0; i < count; ++i) {
     if (!(families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || families[i].queueCount == 0) continue;
     if (!choice.found || (choice.timestampValidBits == 0 && families[i].timestampValidBits > 0)) {
@@ -414,7 +421,7 @@ DeviceInfo describeDevice(VkInstance instance, VkPhysicalDevice device, uint32_t
   info.maxSharedMemoryBytes = base.limits.maxComputeSharedMemorySize;
   info.maxPushConstantsBytes = base.limits.maxPushConstantsSize;
   for (int i = 0; i < 3; ++i) info.maxWorkgroupCount[i] = base.limits.maxComputeWorkGroupCount[i];
-  info.timestamps = chooseComputeQueue(device).timestampValidBits > 0;
+  info.timestamps = chooseComputeQueue(device, false).timestampValidBits > 0;
   info.timestampPeriodNs = base.limits.timestampPeriod;
   info.extensions = deviceExtensions(device);
   info.cooperativeMatrix = info.hasExtension("VK_KHR_cooperative_matrix");
@@ -668,7 +675,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   if (info_.apiVersion < VK_API_VERSION_1_2)
     throw VulkanError("device " + std::to_string(chosen) + " (" + info_.name + ") supports only Vulkan " +
                       versionString(info_.apiVersion) + "; gerbil needs 1.2 or later");
-  QueueChoice queue = chooseComputeQueue(s.physical);
+  QueueChoice queue = chooseComputeQueue(s.physical, options.mainQueueFamily == MainQueueFamily::ComputeOnly);
   if (!queue.found)
     throw VulkanError("device " + std::to_string(chosen) + " (" + info_.name + ") has no compute queue");
   s.queueFamily = queue.family;
@@ -1165,6 +1172,18 @@ void Context::submitAndWait(VkCommandBuffer cmd) {
 
 bool Context::hasCompanionQueue() const {
   return impl_->companionQueue != VK_NULL_HANDLE;
+}
+
+uint32_t Context::queueFamily() const {
+  return impl_->queueFamily;
+}
+
+bool Context::queueFamilyHasGraphics() const {
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(impl_->physical, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(impl_->physical, &count, families.data());
+  return impl_->queueFamily < count && (families[impl_->queueFamily].queueFlags & VK_QUEUE_GRAPHICS_BIT);
 }
 
 VkCommandBuffer Context::beginCompanionCommands() {

@@ -89,6 +89,10 @@ inline constexpr uint32_t kDefaultSpinWaitMicroseconds = 20000;
 // family with compute (an "async compute" family), whose use makes every buffer shared by the two families.
 enum class CompanionQueue { None, SameFamily, OtherFamily };
 
+// The main queue's family: the first with compute and timestamps (on NVIDIA the one with graphics too), or
+// one with compute and timestamps but no graphics first (an "async compute" family), where the device has it.
+enum class MainQueueFamily { First, ComputeOnly };
+
 enum class MemoryAllocation {
   Plain,      // vkAllocateMemory alone
   Dedicated,  // an allocation made for its one buffer (VkMemoryDedicatedAllocateInfo)
@@ -143,6 +147,7 @@ struct ContextOptions {
   std::optional<uint32_t> maxAllocations;
   // Where the device has such a queue; hasCompanionQueue() says whether it got one.
   CompanionQueue companionQueue = CompanionQueue::None;
+  MainQueueFamily mainQueueFamily = MainQueueFamily::First;
 };
 
 class Context;
@@ -257,6 +262,9 @@ public:
   // it; submitWithCompanionAndWait submits `companion` there first, then `cmd` as submitAndWait does, and
   // waits for both.
   bool hasCompanionQueue() const;
+  // The main queue's family, and whether that family has graphics too (ContextOptions::mainQueueFamily).
+  uint32_t queueFamily() const;
+  bool queueFamilyHasGraphics() const;
   VkCommandBuffer beginCompanionCommands();
   void submitWithCompanionAndWait(VkCommandBuffer cmd, VkCommandBuffer companion);
   // Submits without waiting, so that the GPU starts on it while the host records more. What follows must be

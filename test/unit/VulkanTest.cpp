@@ -709,6 +709,19 @@ TEST(VulkanDispatch, SecondDispatchReadsTheFirstAfterABarrier) {
   checkChainedDispatches(*ctx, false);
 }
 
+// The main queue on a compute family without graphics where asked for; lavapipe has none, so it keeps its
+// one family, and the dispatches run either way.
+TEST(VulkanDispatch, ComputeOnlyQueueFamilyWhereThereIsOne) {
+  ContextOptions options;
+  options.mainQueueFamily = MainQueueFamily::ComputeOnly;
+  CONTEXT_OR_SKIP(ctx, options);
+  if (ctx->info().name.find("llvmpipe") != std::string::npos) {
+    EXPECT_EQ(ctx->queueFamily(), 0u);
+    EXPECT_TRUE(ctx->queueFamilyHasGraphics());
+  }
+  checkChainedDispatches(*ctx, true);
+}
+
 TEST(VulkanDispatch, SpinWaitsStillWaitForTheGpu) {
   // Waits that poll the fence first (ContextOptions::spinWaitMicroseconds), shorter than the work and
   // longer: either way the host reads what the dispatches wrote, and a submission without a wait before

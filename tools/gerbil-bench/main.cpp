@@ -94,6 +94,13 @@ int main(int argc, char **argv) {
          "exportable, priority: other ways a driver may map differently)")
       ->check(CLI::IsMember(gerbil::vk::memoryAllocationNames()))
       ->capture_default_str();
+  std::string queueFamily = "first";
+  app.add_option(
+         "--queue-family", queueFamily,
+         "Developers: the queue family the model runs on (first: the first with compute and timestamps; "
+         "compute-only: one without graphics, where the device has it)")
+      ->check(CLI::IsMember({"first", "compute-only"}))
+      ->capture_default_str();
   uint32_t greedyInFlight = gerbil::exec::GenerationOptions{}.greedyBatchesInFlight;
   app.add_option("--greedy-in-flight", greedyInFlight,
                  "Developers: greedy decode batches submitted before the host reads the last (1: none ahead)")
@@ -127,6 +134,7 @@ int main(int argc, char **argv) {
     options.deviceIndex = device;
     options.spinWaitMicroseconds = spinWait;
     options.allocation = *gerbil::vk::parseMemoryAllocation(allocation);
+    if (queueFamily == "compute-only") options.mainQueueFamily = gerbil::vk::MainQueueFamily::ComputeOnly;
     gerbil::vk::Context context(options);
     gerbil::exec::checkDevice(plan, context.info());
     auto loadStart = Clock::now();
@@ -195,6 +203,8 @@ int main(int argc, char **argv) {
                                {"tokens_per_s", 1000.0 / msPerToken},
                                {"weight_gb_per_s", weightBytes / (msPerToken / 1000) / 1e9}}}};
     result["allocation"] = allocation;
+    result["queue_family"] = {{"index", context.queueFamily()},
+                              {"graphics", context.queueFamilyHasGraphics()}};
     result["greedy_batches_in_flight"] = greedyInFlight;
     // Which loop the decode figures are of: the GPU's greedy or sampled batches, or a step and a host draw
     // a token.

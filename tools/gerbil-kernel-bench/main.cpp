@@ -60,6 +60,7 @@ struct Options {
   bool bufferAddresses = false;
   std::string allocation = vk::memoryAllocationName(vk::ContextOptions{}.allocation);
   vk::CompanionQueue companionQueue = vk::CompanionQueue::None; // sync's companion way: --companion-queue
+  std::string queueFamily = "first";                            // the main queue's (--queue-family)
 };
 
 // --prefetch BYTES[@STRIDE] (repeatable), as gerbil-prefetch-weights gives a launch's prefetch workers.
@@ -127,6 +128,7 @@ public:
     context.bufferDeviceAddress = options.bufferDeviceAddress || options.bufferAddresses;
     context.allocation = *vk::parseMemoryAllocation(options.allocation);
     context.companionQueue = options.companionQueue;
+    if (options.queueFamily == "compute-only") context.mainQueueFamily = vk::MainQueueFamily::ComputeOnly;
     ctx_ = std::make_unique<vk::Context>(context);
   }
 
@@ -327,6 +329,10 @@ int main(int argc, char **argv) {
          "priority (VK_EXT_memory_priority's highest): ways a driver may map differently (with "
          "--one-buffer or --pack-mib each buffer of copies is one allocation, made the same way)")
       ->check(CLI::IsMember(vk::memoryAllocationNames()));
+  app.add_option("--queue-family", options.queueFamily,
+                 "The queue family the kernels run on: first (the first with compute and timestamps, as "
+                 "gerbil-exec), compute-only (one without graphics, where the device has it)")
+      ->check(CLI::IsMember({"first", "compute-only"}));
   app.add_flag("--addressable-memory", options.bufferDeviceAddress,
                "Allocate every buffer with device addresses (as plans by address do) but bind them through "
                "descriptors: what the allocation alone costs");
@@ -524,6 +530,8 @@ int main(int argc, char **argv) {
     if (options.bufferAddresses) out["buffer_addresses"] = true;
     if (bench.hasBufferDeviceAddresses()) out["addressable_memory"] = true;
     out["allocation"] = options.allocation;
+    out["queue_family"] = {{"index", bench.context().queueFamily()},
+                           {"graphics", bench.context().queueFamilyHasGraphics()}};
     if (mlpCommand->parsed()) {
       mlp.repeats = std::min(options.repeats, 200);
       mlp.defines = bench::parseDefines(options.defines);
