@@ -152,8 +152,10 @@ public:
 
     // Where each one-op dispatch landed in the two schedules.
     llvm::DenseMap<Operation *, std::pair<size_t, size_t>> placed;
+    gd::DispatchOp lastDispatch;
     for (Operation &op : forward.getBody().front()) {
       if (auto dispatch = dyn_cast<gd::DispatchOp>(op)) {
+        lastDispatch = dispatch;
         size_t prefillAt = plan_.prefill.size(), decodeAt = plan_.decode.size();
         for (plan::Dispatch &d : lowerSchedule(dispatch, false)) plan_.prefill.push_back(std::move(d));
         for (plan::Dispatch &d : lowerSchedule(dispatch, true)) plan_.decode.push_back(std::move(d));
@@ -163,9 +165,16 @@ public:
       } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         plan_.logits = arenaBinding(ret.getOperand(0));
         plan_.lastRowLogits = lastRowLogits(ret.getOperand(0), placed);
-        // A greedy token result comes from the argmax dispatch, which must be the step's last.
-        plan_.gpuArgmax = ret.getNumOperands() == 2 && !plan_.prefill.empty() &&
-                          plan_.kernels[plan_.prefill.back().kernel].name.rfind("argmax.", 0) == 0;
+        // A greedy token result comes from the step's last dispatch: an argmax of its own, or the logits
+        // projection grouped with its argmax (one launch in decode, the argmax a second in prefill).
+        auto tokenFrom =
+            ret.getNumOperands() == 2 ? ret.getOperand(1).getDefiningOp<gd::DispatchOp>() : nullptr;
+        const bool picksToken = tokenFrom && tokenFrom == lastDispatch &&
+                                llvm::any_of(tokenFrom.getBody().front(),
+                                             [](Operation &inner) { return isa<gd::ArgmaxOp>(inner); });
+        plan_.gpuArgmax = picksToken && !plan_.prefill.empty();
+        plan_.decodeArgmaxLaunch = plan_.gpuArgmax && !plan_.decode.empty() &&
+                                   isa<gd::ArgmaxOp>(tokenFrom.getBody().front().front());
       } else if (!isa<gd::WeightRefOp>(op))
         throw CodegenError("'" + op.getName().getStringRef().str() + "' is outside any dispatch");
     }

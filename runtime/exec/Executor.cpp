@@ -133,9 +133,7 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
   prefill_ = prepare(plan.prefill);
   decode_ = prepare(plan.decode);
   sampler_ = prepare(plan.sampler);
-  // (the argmax launch by its kernel's family name, as gerbilc names it: argmax.N)
-  samplerReplacesArgmax_ = !sampler_.empty() && !plan.decode.empty() &&
-                           plan.kernels[plan.decode.back().kernel].name.rfind("argmax.", 0) == 0;
+  samplerReplacesArgmax_ = !sampler_.empty() && plan.decodeArgmaxLaunch;
 }
 
 Executor::~Executor() {

@@ -145,6 +145,7 @@ json manifestToJson(const Plan &plan) {
   m["stateBytes"] = plan.stateBytes;
   m["scratchBytes"] = plan.scratchBytes;
   m["gpuArgmax"] = plan.gpuArgmax;
+  m["decodeArgmaxLaunch"] = plan.decodeArgmaxLaunch;
   m["lastRowLogits"] = json{{"prefill", plan.lastRowLogits.prefill},
                             {"decode", plan.lastRowLogits.decode},
                             {"prefillDispatches", plan.lastRowLogits.prefillDispatches}};
@@ -362,6 +363,7 @@ Plan readManifest(const json &manifest, const uint8_t *blob, uint64_t blobWords)
   plan.stateBytes = root["stateBytes"].u64();
   plan.scratchBytes = root["scratchBytes"].u64();
   plan.gpuArgmax = root["gpuArgmax"].boolean();
+  plan.decodeArgmaxLaunch = root["decodeArgmaxLaunch"].boolean();
   plan.lastRowLogits = {root["lastRowLogits"]["prefill"].i32(), root["lastRowLogits"]["decode"].i32(),
                         root["lastRowLogits"]["prefillDispatches"].i32()};
 
@@ -730,6 +732,9 @@ void validate(const Plan &plan, const std::string &what) {
                     " bytes cannot hold the tokens of " + std::to_string(plan.limits.maxSequence) +
                     " positions");
   validateBinding(plan, plan.logits, what + ": logits");
+  if (plan.decodeArgmaxLaunch && (!plan.gpuArgmax || plan.decode.empty()))
+    throw PlanError(what + ": decodeArgmaxLaunch needs a decode schedule that ends with the GPU argmax "
+                           "(gpuArgmax)");
   validateDispatches(plan, plan.prefill, what, "prefill");
   validateDispatches(plan, plan.decode, what, "decode");
   validateDispatches(plan, plan.sampler, what, "sampler");

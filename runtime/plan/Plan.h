@@ -17,7 +17,7 @@
 namespace gerbil::plan {
 
 inline constexpr char kMagic[8] = {'G', 'E', 'R', 'B', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kFormatVersion = 10;
+inline constexpr uint32_t kFormatVersion = 11;
 
 class PlanError : public std::runtime_error {
 public:
@@ -228,6 +228,9 @@ struct Plan {
   // launch, or in decode the logits projection's gemv that also takes the argmax): it writes the chosen
   // token into input_ids[0], appends it to the state's tokens and advances the position by T.
   bool gpuArgmax = false;
+  // Decode's last dispatch is an argmax launch of its own (not the logits projection that also picks the
+  // token): a replayed sampled step leaves it out, and the sampler appends the token it draws instead.
+  bool decodeArgmaxLaunch = false;
   // Prefill steps that need no more than the last row of logits (generation, not --dump-logits) run the
   // decode dispatch `decode` (the logits projection as a one-row gemv) in place of the prefill dispatch
   // `prefill` (the same projection of all T rows), with firstRow = T - 1: the decode one's bindings extend

@@ -189,6 +189,8 @@ void expectPlansEqual(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.arenaBytes, b.arenaBytes);
   EXPECT_EQ(a.inputBytes, b.inputBytes);
   EXPECT_EQ(a.scratchBytes, b.scratchBytes);
+  EXPECT_EQ(a.gpuArgmax, b.gpuArgmax);
+  EXPECT_EQ(a.decodeArgmaxLaunch, b.decodeArgmaxLaunch);
   expectBindingEqual(a.inputIds, b.inputIds, "inputIds");
   expectBindingEqual(a.logits, b.logits, "logits");
   ASSERT_EQ(a.kernels.size(), b.kernels.size());
@@ -557,6 +559,19 @@ TEST(Plan, LastRowLogitsWithTheArgmax) {
   std::swap(movedLast[movedLast.size() - 1], movedLast[movedLast.size() - 2]);
   EXPECT_FALSE(extendsBindings(movedLast, plan.prefill[1].bindings));
   EXPECT_FALSE(extendsBindings(plan.decode[0].bindings, {}));
+}
+
+// decodeArgmaxLaunch (decode ends with an argmax launch a sampled step may leave out) round-trips, and only
+// a plan whose decode ends with the GPU argmax may say so.
+TEST(Plan, DecodeArgmaxLaunchNeedsTheGpuArgmax) {
+  Plan plan = makePlan();
+  plan.stateBytes = std::max<uint64_t>(plan.stateBytes, (kStateHeaderWords + plan.limits.maxSequence) * 4);
+  plan.gpuArgmax = true;
+  plan.decodeArgmaxLaunch = true;
+  std::vector<uint8_t> bytes = serialize(plan);
+  expectPlansEqual(deserialize(bytes.data(), bytes.size(), "plan.bin"), plan);
+  EXPECT_EQ(validateError([](Plan &p) { p.decodeArgmaxLaunch = true; }),
+            "plan.bin: decodeArgmaxLaunch needs a decode schedule that ends with the GPU argmax (gpuArgmax)");
 }
 
 TEST(Plan, ValidateRejectsBadKernelIndex) {

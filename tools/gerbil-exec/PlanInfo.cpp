@@ -63,6 +63,7 @@ int planInfo(const std::string &path, bool json) {
                           {"prefill_dispatches", plan.prefill.size()},
                           {"kernels", plan.kernels.size()},
                           {"gpu_argmax", plan.gpuArgmax},
+                          {"decode_argmax_launch", plan.decodeArgmaxLaunch},
                           {"gpu_sampler_dispatches", plan.sampler.size()},
                           {"buffer_access", plan::toString(plan.bufferAccess)},
                           {"requires", plan::requirementsToJson(r)}}; // the manifest's object
