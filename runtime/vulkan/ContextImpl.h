@@ -84,6 +84,7 @@ struct Context::Impl {
   uint64_t maxAllocationBytes = UINT64_MAX;
   uint64_t maxBufferBytes = UINT64_MAX;
   uint32_t queueFamily = 0;
+  bool queueFamilyGraphics = false;
   uint32_t timestampValidBits = 0;
   VkQueue queue = VK_NULL_HANDLE;
   VkQueue companionQueue = VK_NULL_HANDLE; // ContextOptions::companionQueue, where the device has it

@@ -176,39 +176,46 @@ struct QueueChoice {
   uint32_t family = 0;
   uint32_t timestampValidBits = 0;
   uint32_t queueCount = 0;
+  bool graphics = false; // the family has graphics too
 };
 
-// The first compute family that has timestamps, else the first compute family at all; with computeOnly, a
-// compute family with timestamps and without graphics before those.
-QueueChoice chooseComputeQueue(VkPhysicalDevice device, bool computeOnly) {
+std::vector<VkQueueFamilyProperties> queueFamilies(VkPhysicalDevice device) {
   uint32_t count = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(device, &count, nullptr);
   std::vector<VkQueueFamilyProperties> families(count);
   vkGetPhysicalDeviceQueueFamilyProperties(device, &count, families.data());
+  families.resize(count);
+  return families;
+}
+
+// The first compute family that has timestamps, else the first compute family at all; with computeOnly, a
+// compute family with timestamps and without graphics before those.
+QueueChoice chooseComputeQueue(VkPhysicalDevice device, bool computeOnly) {
+  const std::vector<VkQueueFamilyProperties> families = queueFamilies(device);
+  auto choiceOf = [&](uint32_t i) {
+    return QueueChoice{true, i, families[i].timestampValidBits, families[i].queueCount,
+                       (families[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) != 0};
+  };
   QueueChoice choice;
-  for (uint32_t i = 0; computeOnly && i < count; ++i) {
+  for (uint32_t i = 0; computeOnly && i < families.size(); ++i) {
     const VkQueueFlags flags = families[i].queueFlags;
     if ((flags & VK_QUEUE_COMPUTE_BIT) && !(flags & VK_QUEUE_GRAPHICS_BIT) && families[i].queueCount > 0 &&
         families[i].timestampValidBits > 0)
-      return {true, i, families[i].timestampValidBits, families[i].queueCount};
+      return choiceOf(i);
   }
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t i = 0; i < families.size(); ++i) {
     if (!(families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || families[i].queueCount == 0) continue;
-    if (!choice.found || (choice.timestampValidBits == 0 && families[i].timestampValidBits > 0)) {
-      choice = {true, i, families[i].timestampValidBits, families[i].queueCount};
-    }
+    if (!choice.found || (choice.timestampValidBits == 0 && families[i].timestampValidBits > 0))
+      choice = choiceOf(i);
   }
   return choice;
 }
 
 // Another family with compute than `main`, one without graphics first (an "async compute" family).
 std::optional<uint32_t> otherComputeFamily(VkPhysicalDevice device, uint32_t main) {
-  uint32_t count = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, nullptr);
-  std::vector<VkQueueFamilyProperties> families(count);
-  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, families.data());
+  const std::vector<VkQueueFamilyProperties> families = queueFamilies(device);
   std::optional<uint32_t> found;
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t i = 0; i < families.size(); ++i) {
     if (i == main || !(families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || families[i].queueCount == 0)
       continue;
     if (!found || ((families[*found].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
@@ -679,6 +686,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   if (!queue.found)
     throw VulkanError("device " + std::to_string(chosen) + " (" + info_.name + ") has no compute queue");
   s.queueFamily = queue.family;
+  s.queueFamilyGraphics = queue.graphics;
   s.timestampValidBits = queue.timestampValidBits;
   // The companion queue asked for, where the device has it.
   const std::optional<uint32_t> otherComputeQueue = options.companionQueue == CompanionQueue::OtherFamily
@@ -1053,6 +1061,20 @@ VkCommandBuffer allocateCommandBuffer(VkDevice device, VkCommandPool pool) {
   return cmd;
 }
 
+// A command buffer allocated from `pool` and begun (freed again if it cannot begin).
+VkCommandBuffer beginNewCommandBuffer(VkDevice device, VkCommandPool pool, VkCommandBufferUsageFlags flags) {
+  VkCommandBuffer cmd = allocateCommandBuffer(device, pool);
+  VkCommandBufferBeginInfo begin{};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  begin.flags = flags;
+  VkResult result = vkBeginCommandBuffer(cmd, &begin);
+  if (result != VK_SUCCESS) {
+    vkFreeCommandBuffers(device, pool, 1, &cmd);
+    throw VulkanError("vkBeginCommandBuffer", result);
+  }
+  return cmd;
+}
+
 } // namespace
 
 VkCommandBuffer Context::beginCommands() {
@@ -1179,27 +1201,14 @@ uint32_t Context::queueFamily() const {
 }
 
 bool Context::queueFamilyHasGraphics() const {
-  uint32_t count = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(impl_->physical, &count, nullptr);
-  std::vector<VkQueueFamilyProperties> families(count);
-  vkGetPhysicalDeviceQueueFamilyProperties(impl_->physical, &count, families.data());
-  return impl_->queueFamily < count && (families[impl_->queueFamily].queueFlags & VK_QUEUE_GRAPHICS_BIT);
+  return impl_->queueFamilyGraphics;
 }
 
 VkCommandBuffer Context::beginCompanionCommands() {
   Impl &s = *impl_;
   if (!s.companionQueue) throw VulkanError("beginCompanionCommands: the device has no companion queue");
   if (!s.companionPool) return beginCommands();
-  VkCommandBuffer cmd = allocateCommandBuffer(s.device, s.companionPool);
-  VkCommandBufferBeginInfo begin{};
-  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  VkResult result = vkBeginCommandBuffer(cmd, &begin);
-  if (result != VK_SUCCESS) {
-    vkFreeCommandBuffers(s.device, s.companionPool, 1, &cmd);
-    throw VulkanError("vkBeginCommandBuffer (companion)", result);
-  }
-  return cmd;
+  return beginNewCommandBuffer(s.device, s.companionPool, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
 }
 
 void Context::Impl::recycleCompanion(VkCommandBuffer cmd) {
@@ -1312,16 +1321,7 @@ std::vector<uint64_t> Context::readTimestamps(uint32_t count) {
 // Reusable command buffers
 
 VkCommandBuffer Context::beginReusableCommands() {
-  Impl &s = *impl_;
-  VkCommandBuffer cmd = allocateCommandBuffer(s.device, s.commandPool);
-  VkCommandBufferBeginInfo begin{};
-  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  VkResult result = vkBeginCommandBuffer(cmd, &begin);
-  if (result != VK_SUCCESS) {
-    vkFreeCommandBuffers(s.device, s.commandPool, 1, &cmd);
-    throw VulkanError("vkBeginCommandBuffer", result);
-  }
-  return cmd;
+  return beginNewCommandBuffer(impl_->device, impl_->commandPool, 0);
 }
 
 void Context::endCommands(VkCommandBuffer cmd) {
