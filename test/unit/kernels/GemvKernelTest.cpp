@@ -60,8 +60,8 @@ protected:
 
 TEST_F(GemvKernelTest, MatchesTheReference) {
   // N, K: one team per pair (wide), two and eight teams (narrow, long rows), a row that ends inside an
-  // unrolled step, K not a multiple of 8 or of 4, an odd number of rows, two teams on short rows (Qwen2.5's
-  // K of 896: 1.75 loads a lane).
+  // unrolled step, K not a multiple of 8 or of 4, an odd number of rows, four teams on short rows (Qwen2.5's
+  // K of 896: 0.875 loads a lane, some lanes with none; and K 520).
   const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {24, 1040}, {8, 4864},  {6, 4104},
                                                 {33, 37}, {5, 100},   {300, 520}, {40, 896}};
   for (auto [n, k] : shapes)
@@ -258,6 +258,7 @@ TEST_F(GroupedGemvKernelTest, QkvMatchesTheReference) {
       {96, 2, 1, 16, 8, false, true, false, true, plan::DType::F32},    // partial rotary (Phi-like)
       {256, 4, 4, 32, 32, false, true, true, false, plan::DType::F16},  // an f16 cache
       {64, 3, 3, 8, 0, true, false, false, true, plan::DType::F16},     // no RoPE, k and v as results
+      {896, 2, 1, 16, 16, true, true, true, false, plan::DType::F16},   // Qwen's K: four teams a pair
   };
   for (const QkvCase &c : cases) {
     checkQkv(c);
@@ -419,7 +420,8 @@ TEST(GemvShape, SplitsLongRowsOfNarrowProjections) {
   EXPECT_EQ(gemvShape(4096, 4096, false).split, 4);
   EXPECT_EQ(gemvShape(14336, 4096, false).split, 4);
   EXPECT_EQ(gemvShape(4864, 896, false).split, 8);
-  EXPECT_EQ(gemvShape(896, 1152, false).split, 2); // short rows: two teams, one load a row each
+  EXPECT_EQ(gemvShape(896, 1152, false).split, 4); // short rows of few pairs: four teams (sweeps cw, cx)
+  EXPECT_EQ(gemvShape(896, 8192, false).split, 2); // short rows of more pairs: two teams
   EXPECT_EQ(gemvShape(256, 1152, false).split, 1); // shorter: a team has every load in flight already
   EXPECT_EQ(gemvShape(896, 4864, true).split, 1);  // short rows, but pairs enough for the whole GPU
   for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 4096}, {4864, 896}, {64, 64}}) {

@@ -70,10 +70,11 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
   const int64_t loads = (k + 7) / 8; // 16-byte loads per row of 16-bit weights
   int64_t split = 1;
   while (split < 8 && pairs * split < 8192 && loads >= 32 * split * 2 * 2) split *= 2;
-  // Short rows still gain from a second team where each invocation keeps one load a row and the launch stays
-  // within ~8192 teams (sweeps bq, br, H100: Qwen2.5-0.5B's o 5.9 -> 5.1 us, q/k/v 6.1 -> 5.3; its gate/up,
-  // 4864 pairs, 10.0 -> 10.3 with two).
-  if (split == 1 && loads >= 32 * 2 && pairs * 2 <= 8192) split = 2;
+  // Short rows still gain from more teams while the launch stays within ~8192 teams: two (sweeps bq, br,
+  // H100: Qwen2.5-0.5B's o 5.9 -> 5.1 us, q/k/v 6.1 -> 5.3; its gate/up, 4864 pairs, 10.0 -> 10.3 with
+  // two), and four where that still keeps within 2048 pairs, though a team's lanes then outnumber the row's
+  // loads (sweeps cw, cx, H100: the o 4.95 -> 4.6 us, 1152 such rows 5.3 -> 4.9; eight no better).
+  if (split == 1 && loads >= 32 * 2 && pairs * 2 <= 8192) split = pairs * 4 <= 8192 ? 4 : 2;
   return gemvShapeWithSplit(split, pairedRows);
 }
 // The grouped q/k/v gemv: the shape of one projection of all their rows (rotary pairs stay in a workgroup).
