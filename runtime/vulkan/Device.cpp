@@ -839,7 +839,8 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
     }
   }
 
-  // A second queue of the family where it has one: the companion queue (Context::submitWithCompanionAndWait).
+  // The main queue, and the companion queue where asked for (Context::submitWithCompanionAndWait): a second
+  // one of the main family, or the first of another family.
   const float priorities[2] = {1.0f, 1.0f};
   VkDeviceQueueCreateInfo queueInfos[2]{};
   for (VkDeviceQueueCreateInfo &info : queueInfos) {
@@ -1218,7 +1219,7 @@ void Context::Impl::recycleCompanion(VkCommandBuffer cmd) {
 
 void Context::submitWithCompanionAndWait(VkCommandBuffer cmd, VkCommandBuffer companion) {
   Impl &s = *impl_;
-  if (!s.companionQueue) throw VulkanError("submitWithCompanionAndWait: the device has no second queue");
+  if (!s.companionQueue) throw VulkanError("submitWithCompanionAndWait: the device has no companion queue");
   if (!cmd || !companion) throw VulkanError("submitWithCompanionAndWait: no command buffer");
   VkResult result = vkEndCommandBuffer(companion);
   if (result == VK_SUCCESS) result = vkResetFences(s.device, 1, &s.companionFence);

@@ -5,6 +5,7 @@
 #include "tools/gerbil-kernel-bench/StatisticsJson.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <stdexcept>
