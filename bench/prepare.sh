@@ -9,6 +9,9 @@
 # them beside the default plans on the same weights, and check_fixtures.py checks them against the
 # references. E.g. PLAN_VARIANTS="kv16:--kv-dtype f16;early:--kernel-define attention_decode:ATTENTION_EARLY_VALUES=1"
 # A variant that names its own --target (e.g. "khr:--target khr") is compiled without GERBILC_FLAGS.
+# BASELINE_GERBILC=PATH: another gerbilc (a copy of build/bin/gerbilc taken before a compiler change, say)
+# compiles each model's plan too, as MODEL+base.plan, so that one call times the change against what it
+# changed on the same card (H100s differ by ~2%, more than many changes gain).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -51,6 +54,11 @@ for model in qwen2.5-0.5b llama-3.2-1b llama-3-8b; do
     "$build"/bin/gerbilc test/fixtures/configs/$model.json -o "$D/plans/$model+${variant%%:*}.plan" --dtype f16 \
       --max-seq 1024 --prefill-chunk 512 $(flagsFor "${variant#*:}") ${variant#*:}
   done
+  if [ -n "${BASELINE_GERBILC:-}" ]; then
+    # shellcheck disable=SC2086
+    "$BASELINE_GERBILC" test/fixtures/configs/$model.json -o $D/plans/$model+base.plan --dtype f16 \
+      --max-seq 1024 --prefill-chunk 512 ${GERBILC_FLAGS}
+  fi
 done
 if [ -z "$(ls $D/gl/*.deb 2>/dev/null)" ]; then
   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
