@@ -133,7 +133,6 @@ Executor::Executor(vk::Context &context, const plan::Plan &plan, LoadedWeights w
   prefill_ = prepare(plan.prefill);
   decode_ = prepare(plan.decode);
   sampler_ = prepare(plan.sampler);
-  samplerReplacesArgmax_ = !sampler_.empty() && plan.decodeArgmaxLaunch;
 }
 
 Executor::~Executor() {
@@ -292,7 +291,9 @@ VkCommandBuffer Executor::recordedDecodeSteps(uint32_t count, uint32_t slot, uin
     cmd = context_.beginReusableCommands();
     context_.computeBarrier(cmd); // host writes and earlier submissions come first
     const std::span<const PreparedDispatch> schedule(decode_);
-    const bool withoutArgmax = samplerStages != 0 && samplerReplacesArgmax_;
+    // Sampled steps leave out decode's argmax launch where it is one of its own (the sampler appends and
+    // advances instead); sampling needs the plan's sampler (setSampling).
+    const bool withoutArgmax = samplerStages != 0 && plan_.decodeArgmaxLaunch;
     for (uint32_t i = 0; i < count; ++i) {
       recordSchedule(cmd, withoutArgmax ? schedule.first(schedule.size() - 1) : schedule, 1, false, false);
       recordSampler(cmd, 1, samplerStages);
@@ -398,7 +399,7 @@ void Executor::beginGreedy(int32_t token) {
 void Executor::beginSampling(int32_t token) {
   if (!samplerStages_) throw RuntimeError("beginSampling: setSampling first");
   beginRun(token, true);
-  setSamplerAdvances(samplerReplacesArgmax_);
+  setSamplerAdvances(plan_.decodeArgmaxLaunch);
 }
 
 void Executor::setSamplerAdvances(bool advances) {

@@ -145,9 +145,6 @@ private:
   vk::Buffer arena_, kvCache_, input_, state_, scratch_;
   std::vector<vk::Pipeline> pipelines_;
   std::vector<PreparedDispatch> prefill_, decode_, sampler_;
-  // Sampled decode steps run without the greedy argmax launch where it is decode's last (the sampler then
-  // appends the token and advances the position itself); false where the logits gemv picks the token.
-  bool samplerReplacesArgmax_ = false;
   // Batched decode: a command buffer per (steps per submit, slot, sampler stages), recorded once; batches in
   // flight use different slots, so that none is submitted again while it runs.
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, VkCommandBuffer> recordedDecode_;
