@@ -11,20 +11,19 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x = WORKGROUP) in;
 
+// The sync words, in a buffer reference (SYNC_BDA) or a binding. progress_: the phase dispatches' count as they
+// start (SYNC_SIGNAL), which the companion follows. Whether the two queues ran side by side: companionBegan_
+// (1 once the companion runs), firstSeen_ (1 + the progress its first poll saw), overlapped_ (1 +
+// companionBegan_ as the chain's last phase saw it).
+#define SYNC_WORDS uint arrived_; uint stalled_; uint progress_; uint companionBegan_; uint firstSeen_; uint overlapped_;
+
 #if SYNC_BDA
 // The buffers through their device addresses in the push constants instead of descriptors (the launch then
 // has no descriptor to fetch before the first load's address is known).
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer WeightsRef { uvec4 w_[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) VECTOR_QUALIFIER buffer VectorsRef { vec4 v_[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) VECTOR_QUALIFIER buffer ElementsRef { float e_[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile buffer SyncRef {
-  uint arrived_;
-  uint stalled_;
-  uint progress_;
-  uint companionBegan_;
-  uint firstSeen_;
-  uint overlapped_;
-};
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile buffer SyncRef { SYNC_WORDS };
 layout(push_constant) uniform Push {
   uint first; uint count; uint copies; uint unused;
   WeightsRef weights; VectorsRef vectors; ElementsRef elements; SyncRef sync;
@@ -46,17 +45,7 @@ layout(std430, binding = 1) VECTOR_QUALIFIER buffer Vectors { vec4 v_[]; };
 // The same, element by element: a store of one component through v_ may be a read-modify-write of all four,
 // which would lose the neighbours' results that other workgroups store at the same time.
 layout(std430, binding = 1) VECTOR_QUALIFIER buffer VectorElements { float e_[]; };
-// progress_: the phase dispatches' count as they start (SYNC_SIGNAL), which the companion follows. Whether
-// the two queues ran side by side: companionBegan_ (1 once the companion runs), firstSeen_ (1 + the progress
-// its first poll saw), overlapped_ (1 + companionBegan_ as the chain's last phase saw it).
-layout(std430, binding = 2) coherent volatile buffer Sync {
-  uint arrived_;
-  uint stalled_;
-  uint progress_;
-  uint companionBegan_;
-  uint firstSeen_;
-  uint overlapped_;
-};
+layout(std430, binding = 2) coherent volatile buffer Sync { SYNC_WORDS };
 layout(push_constant) uniform Push { uint first; uint count; uint copies; } push_;
 #endif
 
