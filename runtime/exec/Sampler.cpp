@@ -94,7 +94,7 @@ int32_t Sampler::next(const float *logits, int64_t vocab, std::span<const int32_
   // sort: the candidates' weights are summed by the top 16 bits of their score's order, whole buckets from
   // the most likely down are kept while their sum stays below p, and only the bucket where it reaches p is
   // sorted (by score, then the lower id). A few passes over the vocabulary, where ranking 150k tokens a draw
-  // took ~7 ms on the H100's host.
+  // took ~7 ms on the build machine.
   if (options_.topP < 1.0) {
     const double needed = options_.topP * total;
     keys_.resize(order_.size());
