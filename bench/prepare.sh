@@ -9,6 +9,7 @@
 # them beside the default plans on the same weights, and check_fixtures.py checks them against the
 # references. E.g. PLAN_VARIANTS="kv16:--kv-dtype f16;early:--kernel-define attention_decode:ATTENTION_EARLY_VALUES=1"
 # A variant that names its own --target (e.g. "khr:--target khr") is compiled without GERBILC_FLAGS.
+# FIXTURE_VARIANTS=0: the variants for the models alone (a kernel define that fits only their shapes, say).
 # BASELINE_GERBILC=PATH: another gerbilc (a copy of build/bin/gerbilc taken before a compiler change, say)
 # compiles each model's plan too, as MODEL+base.plan, so that one call times the change against what it
 # changed on the same card (H100s differ by ~2%, more than many changes gain).
@@ -40,6 +41,7 @@ for fixture in test/fixtures/models/*/; do
   for dtype in f32 f16; do
     "$build"/bin/gerbilc "$fixture/config.json" -o $D/plans/$name.$dtype.plan --dtype $dtype ${GERBILC_FLAGS}
   done
+  [ "${FIXTURE_VARIANTS:-1}" = 0 ] && continue
   for variant in "${planVariants[@]}"; do
     # shellcheck disable=SC2086
     "$build"/bin/gerbilc "$fixture/config.json" -o "$D/plans/$name+${variant%%:*}.f16.plan" --dtype f16 \
