@@ -95,6 +95,12 @@ const uint STAGE_VECS = KEY_GROUP_VECS > QH * DIM_VECS ? KEY_GROUP_VECS : QH * D
 #ifndef ATTENTION_EARLY_VALUES
 #define ATTENTION_EARLY_VALUES 0
 #endif
+// ATTENTION_VALUES_FIRST: where the values are loaded with the keys (V_WITH_K), the first block's go out
+// with its keys, before the queries' barrier, instead of after it: their trip to memory then overlaps the
+// queries' instead of following it.
+#ifndef ATTENTION_VALUES_FIRST
+#define ATTENTION_VALUES_FIRST 0
+#endif
 #define DIAG_EXIT(n, value)                                                             \
   if (ATTENTION_DIAG_EXIT == n) {                                                       \
     if (gl_LocalInvocationID.x == 0u) store_result(gl_WorkGroupID.x * HEAD_DIM, value); \
@@ -302,6 +308,9 @@ void main() {
   CacheVec k[K_BATCH];
   loadKeys(k, rows, block + lane, 0u, block + lane < end);  // in flight with the queries' loads
 #endif
+  CacheVec blockValues[VECS_PER_LANE][KEYS_PER_GROUP];
+  if (V_WITH_K && ATTENTION_VALUES_FIRST != 0)
+    loadValues(blockValues, rows, block, block < end ? min(LANES, end - block) : 0u, lane);
 
   [[unroll]] for (uint j = 0; j < (QH * DIM_VECS + WORKGROUP - 1u) / WORKGROUP; ++j) {
     uint i = tid + j * WORKGROUP;
@@ -327,8 +336,7 @@ void main() {
     uint key = block + slot;
     bool live = key < end;
     uint count = block < end ? min(LANES, end - block) : 0u;
-    CacheVec values[VECS_PER_LANE][KEYS_PER_GROUP];
-    if (V_WITH_K) loadValues(values, rows, block, count, lane);
+    if (V_WITH_K && (ATTENTION_VALUES_FIRST == 0 || round > 0u)) loadValues(blockValues, rows, block, count, lane);
     float score[QH];
 #if SCORE_LANES > 1
     if (round > 0u && !V_WITH_K) loadKeyParts(k, rows, block, end, lane);
@@ -346,7 +354,7 @@ void main() {
 #endif
     [[unroll]] for (uint h = 0; h < QH; ++h) score[h] = live ? score[h] : NO_SCORE;
     DIAG_EXIT(2, score[0])
-    if (!V_WITH_K && ATTENTION_EARLY_VALUES != 0) loadValues(values, rows, block, count, lane);
+    if (!V_WITH_K && ATTENTION_EARLY_VALUES != 0) loadValues(blockValues, rows, block, count, lane);
 
     float blockMax[QH] = score;
     reduceWarp(blockMax, true, warp, lane);
@@ -363,12 +371,12 @@ void main() {
 
     [[unroll]] for (uint h = 0; h < QH; ++h)
       [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i) acc[h][i] *= correction[h];
-    if (!V_WITH_K && ATTENTION_EARLY_VALUES == 0) loadValues(values, rows, block, count, lane);
+    if (!V_WITH_K && ATTENTION_EARLY_VALUES == 0) loadValues(blockValues, rows, block, count, lane);
     [[unroll]] for (uint i = 0; i < VECS_PER_LANE; ++i)
       if (rowLane + i * ROW_LANES < DIM_VECS)
         [[unroll]] for (uint j = 0; j < KEYS_PER_GROUP; ++j)
           [[unroll]] for (uint h = 0; h < QH; ++h)
-            acc[h][i] += laneScratch_[warp][h][keyGroup + j * KEY_GROUPS] * unpackCache(values[i][j]);
+            acc[h][i] += laneScratch_[warp][h][keyGroup + j * KEY_GROUPS] * unpackCache(blockValues[i][j]);
     barrier();  // the probabilities are rewritten by the next round
   }
   DIAG_EXIT(3, acc[0][0].x)

@@ -381,6 +381,16 @@ TEST_F(DecodeAttentionKernelTest, EarlyValuesMatchTheReference) {
   check(kVariantCases[3], true);
 }
 
+// ATTENTION_VALUES_FIRST: where the values are loaded with the keys, the first block's before the queries'
+// barrier; one block, several rounds and splits, a sliding window, both caches.
+TEST_F(DecodeAttentionKernelTest, ValuesFirstMatchTheReference) {
+  defines_ = {{"ATTENTION_VALUES_FIRST", "1"}};
+  checkEach(kVariantCases);
+  ASSERT_FALSE(HasFatalFailure());
+  halfCache_ = true;
+  checkEach(kVariantCases);
+}
+
 TEST_F(AttentionKernelTest, PrefillMatchesTheReference) {
   // heads, kv heads, head dim, cache positions, scale, window; tokens, first position.
   const AttentionCase cases[] = {
