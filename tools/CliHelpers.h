@@ -3,11 +3,15 @@
 // "TOOL: error: ..." form with a "did you mean" for a mistyped flag.
 #pragma once
 
+#include "tools/ExitCodes.h"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -121,17 +125,35 @@ inline std::function<std::string(const CLI::App *, const CLI::Error &)> failureM
   };
 }
 
-// The exit code of a command-line error in every gerbil tool.
-inline constexpr int kUsageExitCode = 2;
+// The exception types a tool names as bad input and as device errors (exitCodeFor).
+template <class... Types> struct ErrorTypes {};
+
+// The exit code of an error a tool caught: kUsage for a command-line error found after parsing, kBadInput
+// for one of the bad-input types, kDevice for one of the device types, else kIO (files that cannot be read
+// or written, and whatever else the library throws).
+template <class... BadInput, class... Device>
+int exitCodeFor(const std::exception &e, ErrorTypes<BadInput...>, ErrorTypes<Device...>) {
+  if (dynamic_cast<const CLI::Error *>(&e)) return kUsage;
+  if ((... || (dynamic_cast<const Device *>(&e) != nullptr))) return kDevice;
+  if ((... || (dynamic_cast<const BadInput *>(&e) != nullptr))) return kBadInput;
+  return kIO;
+}
+
+// Prints "TOOL: error: WHAT" and returns the error's exit code.
+template <class BadInput, class Device>
+int reportError(const char *tool, const std::exception &e, BadInput badInput, Device device) {
+  std::cerr << tool << ": error: " << e.what() << "\n";
+  return exitCodeFor(e, badInput, device);
+}
 
 // Parses the command line, errors in failureMessage(tool)'s form: nothing where the tool goes on, else the
-// exit code to return (0 after --help, kUsageExitCode after an error, which is printed).
+// exit code to return (0 after --help, kUsage after an error, which is printed).
 inline std::optional<int> parseCommandLine(CLI::App &app, int argc, char **argv, const std::string &tool) {
   app.failure_message(failureMessage(tool));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
-    return app.exit(e) == 0 ? 0 : kUsageExitCode;
+    return app.exit(e) == 0 ? 0 : kUsage;
   }
   return std::nullopt;
 }

@@ -4,7 +4,10 @@
 // Weights are read like gerbil-exec does; random ones (gerbil-random-weights) measure the same speed.
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Generation.h"
+#include "runtime/plan/Plan.h"
 #include "runtime/support/Clock.h"
+#include "runtime/vulkan/Device.h"
+#include "runtime/weights/Safetensors.h"
 #include "tools/CliHelpers.h"
 
 #include <CLI/CLI.hpp>
@@ -244,7 +247,10 @@ int main(int argc, char **argv) {
     }
     return 0;
   } catch (const std::exception &e) {
-    std::cerr << "gerbil-bench: error: " << e.what() << "\n";
-    return 3;
+    using gerbil::cli::ErrorTypes;
+    return gerbil::cli::reportError(
+        "gerbil-bench", e,
+        ErrorTypes<gerbil::plan::PlanError, gerbil::weights::WeightError, gerbil::exec::RuntimeError>{},
+        ErrorTypes<gerbil::vk::VulkanError>{});
   }
 }

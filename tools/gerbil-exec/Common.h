@@ -2,6 +2,7 @@
 #pragma once
 
 #include "runtime/support/Clock.h"
+#include "tools/ExitCodes.h"
 
 #include <cstdint>
 #include <string>
@@ -9,7 +10,7 @@
 
 namespace gerbil::tool {
 
-enum ExitCode : int { kOk = 0, kUsage = 2, kBadInput = 3, kDevice = 4, kIO = 5 };
+using enum cli::ExitCode;
 
 using support::Clock;
 using support::msSince;

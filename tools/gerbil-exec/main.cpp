@@ -18,10 +18,6 @@ int main(int argc, char **argv) {
   if (std::optional<int> exitCode = gerbil::cli::parseCommandLine(app, argc, argv, "gerbil-exec"))
     return *exitCode;
 
-  auto fail = [](const std::exception &e, int code) {
-    std::cerr << "gerbil-exec: error: " << e.what() << "\n";
-    return code;
-  };
   try {
     if (options.listDevices) return listDevices(options.json);
     if (options.deviceInfo) return deviceInfo(options.device, options.json);
@@ -46,19 +42,13 @@ int main(int argc, char **argv) {
     // code 4 even though its output may look right. Checked after the model is gone, so leaks count too.
     gerbil::vk::throwIfValidationFailed();
     return code;
-  } catch (const gerbil::plan::PlanError &e) {
-    return fail(e, kBadInput);
-  } catch (const gerbil::weights::WeightError &e) {
-    return fail(e, kBadInput);
-  } catch (const gerbil::exec::RuntimeError &e) {
-    return fail(e, kBadInput);
-  } catch (const gerbil::tokenizer::TokenizerError &e) {
-    return fail(e, kBadInput);
-  } catch (const gerbil::chat::ChatTemplateError &e) {
-    return fail(e, kBadInput);
-  } catch (const gerbil::vk::VulkanError &e) {
-    return fail(e, kDevice);
   } catch (const std::exception &e) {
-    return fail(e, kIO);
+    using gerbil::cli::ErrorTypes;
+    namespace g = gerbil;
+    return gerbil::cli::reportError(
+        "gerbil-exec", e,
+        ErrorTypes<g::plan::PlanError, g::weights::WeightError, g::exec::RuntimeError,
+                   g::tokenizer::TokenizerError, g::chat::ChatTemplateError>{},
+        ErrorTypes<g::vk::VulkanError>{});
   }
 }

@@ -791,7 +791,11 @@ int main(int argc, char **argv) {
     std::cout << out.dump() << std::endl;
     return 0;
   } catch (const std::exception &e) {
-    std::cerr << "gerbil-kernel-bench: error: " << e.what() << "\n";
-    return 3;
+    // Everything but the device is the command line's: a kernel a --define breaks, a target or shape the
+    // kernels do not take.
+    using gerbil::cli::ErrorTypes;
+    return gerbil::cli::reportError("gerbil-kernel-bench", e,
+                                    ErrorTypes<std::runtime_error, std::logic_error>{},
+                                    ErrorTypes<gerbil::vk::VulkanError>{});
   }
 }

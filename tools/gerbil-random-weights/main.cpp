@@ -140,11 +140,13 @@ int main(int argc, char **argv) {
     }
     std::filesystem::path config = std::filesystem::path(outDir) / "config.json";
     if (!plan.model.configJson.empty()) std::ofstream(config) << plan.model.configJson;
-    if (!out) throw gerbil::plan::PlanError(path + ": write failed");
+    if (!out) throw std::runtime_error(path + ": write failed");
     std::fprintf(stderr, "wrote %zu tensors, %.2f GB, to %s\n", sources.size(), written / 1e9, path.c_str());
     return 0;
   } catch (const std::exception &e) {
-    std::cerr << "gerbil-random-weights: error: " << e.what() << "\n";
-    return 3;
+    using gerbil::cli::ErrorTypes;
+    return gerbil::cli::reportError("gerbil-random-weights", e,
+                                    ErrorTypes<gerbil::plan::PlanError, gerbil::weights::WeightError>{},
+                                    ErrorTypes<>{});
   }
 }
