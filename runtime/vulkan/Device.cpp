@@ -619,6 +619,20 @@ std::vector<std::string> memoryAllocationNames() {
   return names;
 }
 
+std::optional<MainQueueFamily> parseMainQueueFamily(const std::string &name) {
+  for (MainQueueFamily family : {MainQueueFamily::First, MainQueueFamily::ComputeOnly})
+    if (name == mainQueueFamilyName(family)) return family;
+  return std::nullopt;
+}
+
+std::vector<std::string> mainQueueFamilyNames() {
+  return {mainQueueFamilyName(MainQueueFamily::First), mainQueueFamilyName(MainQueueFamily::ComputeOnly)};
+}
+
+const char *mainQueueFamilyName(MainQueueFamily family) {
+  return family == MainQueueFamily::ComputeOnly ? "compute-only" : "first";
+}
+
 const char *memoryAllocationName(MemoryAllocation allocation) {
   switch (allocation) {
   case MemoryAllocation::Plain:

@@ -92,6 +92,10 @@ enum class CompanionQueue { None, SameFamily, OtherFamily };
 // The main queue's family: the first with compute and timestamps (on NVIDIA the one with graphics too), or
 // one with compute and timestamps but no graphics first (an "async compute" family), where the device has it.
 enum class MainQueueFamily { First, ComputeOnly };
+// "first", "compute-only" (for command lines); nullopt for another name.
+std::optional<MainQueueFamily> parseMainQueueFamily(const std::string &name);
+const char *mainQueueFamilyName(MainQueueFamily family);
+std::vector<std::string> mainQueueFamilyNames();
 
 enum class MemoryAllocation {
   Plain,      // vkAllocateMemory alone

@@ -97,12 +97,12 @@ int main(int argc, char **argv) {
          "exportable, priority: other ways a driver may map differently)")
       ->check(CLI::IsMember(gerbil::vk::memoryAllocationNames()))
       ->capture_default_str();
-  std::string queueFamily = "first";
+  std::string queueFamily = gerbil::vk::mainQueueFamilyName(gerbil::vk::ContextOptions{}.mainQueueFamily);
   app.add_option(
          "--queue-family", queueFamily,
          "Developers: the queue family the model runs on (first: the first with compute and timestamps; "
          "compute-only: one without graphics, where the device has it)")
-      ->check(CLI::IsMember({"first", "compute-only"}))
+      ->check(CLI::IsMember(gerbil::vk::mainQueueFamilyNames()))
       ->capture_default_str();
   uint32_t greedyInFlight = gerbil::exec::GenerationOptions{}.greedyBatchesInFlight;
   app.add_option("--greedy-in-flight", greedyInFlight,
@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
     options.deviceIndex = device;
     options.spinWaitMicroseconds = spinWait;
     options.allocation = *gerbil::vk::parseMemoryAllocation(allocation);
-    if (queueFamily == "compute-only") options.mainQueueFamily = gerbil::vk::MainQueueFamily::ComputeOnly;
+    options.mainQueueFamily = *gerbil::vk::parseMainQueueFamily(queueFamily);
     gerbil::vk::Context context(options);
     gerbil::exec::checkDevice(plan, context.info());
     auto loadStart = Clock::now();

@@ -60,7 +60,7 @@ struct Options {
   bool bufferAddresses = false;
   std::string allocation = vk::memoryAllocationName(vk::ContextOptions{}.allocation);
   vk::CompanionQueue companionQueue = vk::CompanionQueue::None; // sync's companion way: --companion-queue
-  std::string queueFamily = "first";                            // the main queue's (--queue-family)
+  std::string queueFamily = vk::mainQueueFamilyName(vk::ContextOptions{}.mainQueueFamily); // --queue-family
 };
 
 // --prefetch BYTES[@STRIDE] (repeatable), as gerbil-prefetch-weights gives a launch's prefetch workers.
@@ -128,7 +128,7 @@ public:
     context.bufferDeviceAddress = options.bufferDeviceAddress || options.bufferAddresses;
     context.allocation = *vk::parseMemoryAllocation(options.allocation);
     context.companionQueue = options.companionQueue;
-    if (options.queueFamily == "compute-only") context.mainQueueFamily = vk::MainQueueFamily::ComputeOnly;
+    context.mainQueueFamily = *vk::parseMainQueueFamily(options.queueFamily);
     ctx_ = std::make_unique<vk::Context>(context);
   }
 
@@ -332,7 +332,7 @@ int main(int argc, char **argv) {
   app.add_option("--queue-family", options.queueFamily,
                  "The queue family the kernels run on: first (the first with compute and timestamps, as "
                  "gerbil-exec), compute-only (one without graphics, where the device has it)")
-      ->check(CLI::IsMember({"first", "compute-only"}));
+      ->check(CLI::IsMember(vk::mainQueueFamilyNames()));
   app.add_flag("--addressable-memory", options.bufferDeviceAddress,
                "Allocate every buffer with device addresses (as plans by address do) but bind them through "
                "descriptors: what the allocation alone costs");
