@@ -105,7 +105,7 @@ std::set<std::string> lookedUpWeights(mlir::ModuleOp module) {
 }
 } // namespace
 
-std::string kvCacheDtype(const std::string &requested, const std::string &target,
+std::string kvCacheDtype(const std::string &requested, const mlir::gerbil::TargetProfile &target,
                          const std::string &weightDtype) {
   if (requested != "auto") return requested;
   // The tensor-core prefill attention (f16 weights on a cooperative-matrix target) stages an f16 cache as
@@ -114,8 +114,7 @@ std::string kvCacheDtype(const std::string &requested, const std::string &target
   // the f32 cache stays: no measurement says f16 is faster there. A model whose head dim the tensor-core
   // attention does not fit (fitsCoopAttention) still gets f16 there: half the memory, and the decode
   // attention reads half the bytes, but its prefill attention's speed on it is not measured.
-  const std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(target);
-  return profile && profile->cooperativeMatrix && weightDtype == "f16" ? "f16" : "f32";
+  return target.cooperativeMatrix && weightDtype == "f16" ? "f16" : "f32";
 }
 
 int compileModel(const CompileOptions &options, std::ostream &out, std::ostream &err,
@@ -136,10 +135,9 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     err << "gerbilc: error: --kernel-define " << e.what() << "\n";
     return kExitUsage;
   }
-  std::string target = options.target;
-  if (target == "auto") {
-    target = autoTarget(err);
-  } else if (!mlir::gerbil::parseTarget(target)) {
+  const std::string target = options.target == "auto" ? autoTarget(err) : options.target;
+  const std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(target);
+  if (!profile) {
     std::string names;
     for (const auto &p : mlir::gerbil::targetProfiles()) names += p.name + ", ";
     err << "gerbilc: error: unknown --target '" << target << "' (available: " << names
@@ -153,7 +151,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     err << "gerbilc: error: --emit must be plan, mlir, mlir-opt or glsl, got '" << options.emit << "'\n";
     return kExitUsage;
   }
-  const std::string kvDtype = kvCacheDtype(options.kvDtype, target, options.weightDtype);
+  const std::string kvDtype = kvCacheDtype(options.kvDtype, *profile, options.weightDtype);
   try {
     FrontendOptions frontendOptions{options.archSpecDir, options.maxSequence};
     ModelDescription model = loadModel(options.configPath, frontendOptions);

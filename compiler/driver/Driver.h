@@ -1,6 +1,7 @@
 // The gerbilc driver: config.json -> arch spec -> gerbil module -> pass pipeline -> codegen -> plan.
 #pragma once
 
+#include "gerbil/Passes/TargetProfile.h"
 #include "runtime/vulkan/Device.h"
 
 #include <cstdint>
@@ -63,7 +64,7 @@ std::string autoTarget(std::ostream &err);
 // What the KV cache holds for --kv-dtype `requested` (f32, f16 or auto) on a resolved target: auto is f16
 // with f16 weights on a cooperative-matrix target (where the tensor-core prefill attention runs, for head
 // dims it fits), else f32.
-std::string kvCacheDtype(const std::string &requested, const std::string &target,
+std::string kvCacheDtype(const std::string &requested, const mlir::gerbil::TargetProfile &target,
                          const std::string &weightDtype);
 
 // Prints the architecture registry.

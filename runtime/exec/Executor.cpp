@@ -245,8 +245,12 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, std::span<const PreparedDisp
       context_.dispatch(cmd, pipelines_[d.kernel], d.set, push.data(),
                         static_cast<uint32_t>(push.size() * sizeof(uint32_t)), d.grid[0].evaluate(tokens),
                         d.grid[1].evaluate(tokens), d.grid[2].evaluate(tokens));
-      // A dispatch that overlaps the next one: that one reads nothing it writes.
-      if (!d.overlapsNext) context_.computeBarrier(cmd);
+      // A dispatch that overlaps the next one: that one reads nothing it writes. The last one's barrier also
+      // orders the transfers (downloads) that may follow.
+      if (i + 1 == schedule.size())
+        context_.computeBarrier(cmd);
+      else if (!d.overlapsNext)
+        context_.dispatchBarrier(cmd);
     }
     if (timestamps) context_.writeTimestamp(cmd, static_cast<uint32_t>(i) + 1);
     if (i + 1 == nextSubmit && i + 1 < schedule.size()) {

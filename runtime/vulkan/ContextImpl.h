@@ -37,6 +37,15 @@ inline void allComputeAndTransferBarrier(VkCommandBuffer cmd) {
   vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+inline void computeOnlyBarrier(VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{};
+  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                       &barrier, 0, nullptr, 0, nullptr);
+}
+
 // Fence waits make device writes available but not visible to the host: mapped memory the host reads after
 // a command buffer (a mapped buffer, the staging buffer of a download) needs this barrier at its end.
 inline void barrierToHost(VkCommandBuffer cmd) {
@@ -105,6 +114,7 @@ struct Context::Impl {
   uint32_t maxAllocations = 0; // ContextOptions::maxAllocations, else the device's limit
   uint64_t stagingChunkBytes = 64 * detail::kMiB;
   uint32_t spinWaitMicroseconds = 0;
+  bool computeOnlyBarriers = false; // ContextOptions::computeOnlyBarriers
 
   // Buffers alive, by handle: descriptor ranges are checked against their sizes, and ~Context frees any left.
   std::unordered_map<VkBuffer, Buffer *> liveBuffers;

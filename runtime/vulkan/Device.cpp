@@ -691,6 +691,7 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   }
   info_ = infos[chosen];
   s.physical = devices[chosen];
+  s.computeOnlyBarriers = options.computeOnlyBarriers;
   s.spinWaitMicroseconds =
       options.spinWaitMicroseconds.value_or(info_.type == "cpu" ? 0 : kDefaultSpinWaitMicroseconds);
   if (info_.apiVersion < VK_API_VERSION_1_2)
@@ -1137,6 +1138,13 @@ void Context::dispatch(VkCommandBuffer cmd, const Pipeline &p, VkDescriptorSet s
 
 void Context::computeBarrier(VkCommandBuffer cmd) {
   allComputeAndTransferBarrier(cmd);
+}
+
+void Context::dispatchBarrier(VkCommandBuffer cmd) {
+  if (impl_->computeOnlyBarriers)
+    detail::computeOnlyBarrier(cmd);
+  else
+    allComputeAndTransferBarrier(cmd);
 }
 
 namespace detail {

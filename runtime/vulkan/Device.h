@@ -152,6 +152,10 @@ struct ContextOptions {
   // Where the device has such a queue; hasCompanionQueue() says whether it got one.
   CompanionQueue companionQueue = CompanionQueue::None;
   MainQueueFamily mainQueueFamily = MainQueueFamily::First;
+  // dispatchBarrier orders compute after compute only (no transfer stages or accesses), where computeBarrier
+  // orders transfers too; off, it is computeBarrier. Whether the narrower barrier is cheaper between
+  // decode's dependent launches is a measurement (gerbil-bench --compute-barriers), so it is opt-in.
+  bool computeOnlyBarriers = false;
 };
 
 class Context;
@@ -259,6 +263,9 @@ public:
   void dispatch(VkCommandBuffer cmd, const Pipeline &p, VkDescriptorSet set, const void *pushConstants,
                 uint32_t pushBytes, uint32_t gx, uint32_t gy, uint32_t gz);
   void computeBarrier(VkCommandBuffer cmd);
+  // Between two dispatches, the second of which reads or writes only what dispatches wrote (not transfers,
+  // not the host): a compute-only barrier where ContextOptions::computeOnlyBarriers, else computeBarrier.
+  void dispatchBarrier(VkCommandBuffer cmd);
   void submitAndWait(VkCommandBuffer cmd);
   // The companion queue (ContextOptions::companionQueue), where the device has the one asked for: what is
   // submitted there runs beside the main queue's work, ordered with it through memory alone

@@ -147,7 +147,11 @@ public:
           ctx_.dispatch(cmd, pipeline, set, &one, sizeof one, o_.workgroups, 1, 1);
           // The companion way runs the dispatches as decode does: each behind a barrier (the prefetcher on
           // the other queue is what differs); the chained way orders them by its counter alone.
-          if (way == Way::Dispatches || way == Way::Companion) ctx_.computeBarrier(cmd);
+          if (way != Way::Dispatches && way != Way::Companion) continue;
+          if (p + 1 < o_.phases)
+            ctx_.dispatchBarrier(cmd);
+          else
+            ctx_.computeBarrier(cmd); // also before the result's download
         }
       }
       ctx_.writeTimestamp(cmd, 1);

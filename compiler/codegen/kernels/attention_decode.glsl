@@ -174,6 +174,9 @@ void keyScores(out float score[QH], CacheVec k[SG][SG_VECS], uint lane) {
 }
 #endif
 
+// The keys of the block from `block` that lie before `end`.
+uint blockKeys(uint block, uint end) { return block < end ? min(LANES, end - block) : 0u; }
+
 // This lane's vec4s of the values of the block's first `count` keys from `block`.
 void loadValues(out CacheVec values[VECS_PER_LANE][KEYS_PER_GROUP], uint rows, uint block, uint count,
                 uint lane) {
@@ -310,7 +313,7 @@ void main() {
 #endif
   CacheVec blockValues[VECS_PER_LANE][KEYS_PER_GROUP];
   if (V_WITH_K && ATTENTION_VALUES_FIRST != 0)
-    loadValues(blockValues, rows, block, block < end ? min(LANES, end - block) : 0u, lane);
+    loadValues(blockValues, rows, block, blockKeys(block, end), lane);
 
   [[unroll]] for (uint j = 0; j < (QH * DIM_VECS + WORKGROUP - 1u) / WORKGROUP; ++j) {
     uint i = tid + j * WORKGROUP;
@@ -335,7 +338,7 @@ void main() {
   for (uint round = 0; round < rounds; ++round, block += WARPS * LANES) {
     uint key = block + slot;
     bool live = key < end;
-    uint count = block < end ? min(LANES, end - block) : 0u;
+    uint count = blockKeys(block, end);
     if (V_WITH_K && (ATTENTION_VALUES_FIRST == 0 || round > 0u)) loadValues(blockValues, rows, block, count, lane);
     float score[QH];
 #if SCORE_LANES > 1
