@@ -20,7 +20,7 @@ bench() {
     BENCH_VARIANTS="--compute-barriers;--queue-family first" timeout "$2" bash bench/device.sh > "$O/device.log" 2>&1
 }
 if grep -q H200 "$O/gpu.txt"; then
-  rm -f .device/plans/qwen*+pb*.plan .device/plans/llama-3.2*+pb*.plan .device/plans/*+l8.plan
+  rm -f .device/plans/qwen*+pb*.plan .device/plans/llama-3.2*+pb*.plan .device/plans/qwen*+l8.plan
   bench "llama-3-8b qwen2.5-0.5b llama-3.2-1b" 400
   OUT=$O timeout 130 bash bench/sweep.sh bench/sweeps/2026-12-07-cz.txt > "$O/sweep.txt" 2>&1
 else # an H100: the prefetch sizes were timed on H100s before (BENCHMARKS.md, a48cac9 and 73b149b)
