@@ -14,18 +14,19 @@ nvidia-smi -L > "$O/gpu.txt"
 if [ -f .device/pack.tar.xz ]; then tar xJf .device/pack.tar.xz -C .device && rm .device/pack.tar.xz; fi
 rm -f .device/plans/*tiny* .device/plans/*small* # the fixtures' plans: SKIP_FIXTURES below
 bench() {
-  # The runtime's compute-only barriers against the default (--queue-family first: the default again, a
+  # The runtime's narrower barriers against the default (--dispatch-barrier full: the default again, a
   # control without --profile, as the variants run).
   SKIP_TEST_KERNELS=1 SKIP_FIXTURES=1 SKIP_TRANSFORMERS=1 BENCH_MODELS="$1" \
-    BENCH_VARIANTS="--compute-barriers;--queue-family first" timeout "$2" bash bench/device.sh > "$O/device.log" 2>&1
+    BENCH_VARIANTS="--dispatch-barrier compute;--dispatch-barrier storage;--dispatch-barrier full" \
+    timeout "$2" bash bench/device.sh > "$O/device.log" 2>&1
 }
 if grep -q H200 "$O/gpu.txt"; then
   rm -f .device/plans/qwen*+pb*.plan .device/plans/llama-3.2*+pb*.plan .device/plans/qwen*+l8.plan
-  bench "llama-3-8b qwen2.5-0.5b llama-3.2-1b" 400
-  OUT=$O timeout 130 bash bench/sweep.sh bench/sweeps/2026-12-07-cz.txt > "$O/sweep.txt" 2>&1
+  bench "llama-3-8b qwen2.5-0.5b llama-3.2-1b" 390
+  OUT=$O timeout 150 bash bench/sweep.sh bench/sweeps/2026-12-07-cz.txt > "$O/sweep.txt" 2>&1
 else # an H100: the prefetch sizes were timed on H100s before (BENCHMARKS.md, a48cac9 and 73b149b)
   rm -f .device/plans/*+pb*.plan .device/plans/qwen*+l8.plan .device/plans/llama-3.2*+l8.plan
-  OUT=$O timeout 130 bash bench/sweep.sh bench/sweeps/2026-12-07-cz.txt > "$O/sweep.txt" 2>&1
+  OUT=$O timeout 150 bash bench/sweep.sh bench/sweeps/2026-12-07-cz.txt > "$O/sweep.txt" 2>&1
   bench "llama-3-8b qwen2.5-0.5b llama-3.2-1b" 330
 fi
 ls "$O"

@@ -46,6 +46,22 @@ inline void computeOnlyBarrier(VkCommandBuffer cmd) {
                        &barrier, 0, nullptr, 0, nullptr);
 }
 
+// Storage-buffer writes of compute shaders before storage-buffer accesses of compute shaders after
+// (synchronization2: the device must have enabled it).
+inline void storageOnlyBarrier(VkCommandBuffer cmd) {
+  VkMemoryBarrier2 barrier{};
+  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
+  barrier.srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
+  barrier.srcAccessMask = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+  barrier.dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
+  barrier.dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+  VkDependencyInfo dependency{};
+  dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
+  dependency.memoryBarrierCount = 1;
+  dependency.pMemoryBarriers = &barrier;
+  vkCmdPipelineBarrier2(cmd, &dependency);
+}
+
 // Fence waits make device writes available but not visible to the host: mapped memory the host reads after
 // a command buffer (a mapped buffer, the staging buffer of a download) needs this barrier at its end.
 inline void barrierToHost(VkCommandBuffer cmd) {
@@ -114,7 +130,7 @@ struct Context::Impl {
   uint32_t maxAllocations = 0; // ContextOptions::maxAllocations, else the device's limit
   uint64_t stagingChunkBytes = 64 * detail::kMiB;
   uint32_t spinWaitMicroseconds = 0;
-  bool computeOnlyBarriers = false; // ContextOptions::computeOnlyBarriers
+  DispatchBarrier dispatchBarrier = DispatchBarrier::Full; // ContextOptions::dispatchBarrier, as enabled
 
   // Buffers alive, by handle: descriptor ranges are checked against their sizes, and ~Context frees any left.
   std::unordered_map<VkBuffer, Buffer *> liveBuffers;

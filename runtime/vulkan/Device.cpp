@@ -619,6 +619,29 @@ std::vector<std::string> memoryAllocationNames() {
   return names;
 }
 
+std::optional<DispatchBarrier> parseDispatchBarrier(const std::string &name) {
+  for (DispatchBarrier barrier : {DispatchBarrier::Full, DispatchBarrier::Compute, DispatchBarrier::Storage})
+    if (name == dispatchBarrierName(barrier)) return barrier;
+  return std::nullopt;
+}
+
+std::vector<std::string> dispatchBarrierNames() {
+  return {dispatchBarrierName(DispatchBarrier::Full), dispatchBarrierName(DispatchBarrier::Compute),
+          dispatchBarrierName(DispatchBarrier::Storage)};
+}
+
+const char *dispatchBarrierName(DispatchBarrier barrier) {
+  switch (barrier) {
+  case DispatchBarrier::Compute:
+    return "compute";
+  case DispatchBarrier::Storage:
+    return "storage";
+  case DispatchBarrier::Full:
+    break;
+  }
+  return "full";
+}
+
 std::optional<MainQueueFamily> parseMainQueueFamily(const std::string &name) {
   for (MainQueueFamily family : {MainQueueFamily::First, MainQueueFamily::ComputeOnly})
     if (name == mainQueueFamilyName(family)) return family;
@@ -691,7 +714,6 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   }
   info_ = infos[chosen];
   s.physical = devices[chosen];
-  s.computeOnlyBarriers = options.computeOnlyBarriers;
   s.spinWaitMicroseconds =
       options.spinWaitMicroseconds.value_or(info_.type == "cpu" ? 0 : kDefaultSpinWaitMicroseconds);
   if (info_.apiVersion < VK_API_VERSION_1_2)
@@ -747,6 +769,12 @@ Context::Context(const ContextOptions &options) : impl_(std::make_unique<Impl>()
   enabled13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
   enabled13.subgroupSizeControl = supported13.subgroupSizeControl;
   enabled13.computeFullSubgroups = supported13.computeFullSubgroups;
+  enabled13.synchronization2 =
+      supported13.synchronization2 && options.dispatchBarrier == DispatchBarrier::Storage;
+  // Without synchronization2 the storage barrier falls back to the compute one (dispatchBarrierKind says).
+  s.dispatchBarrier = options.dispatchBarrier == DispatchBarrier::Storage && !enabled13.synchronization2
+                          ? DispatchBarrier::Compute
+                          : options.dispatchBarrier;
   VkPhysicalDeviceVulkan12Features enabled12{};
   enabled12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   enabled12.pNext = isVulkan13 ? &enabled13 : nullptr;
@@ -1141,10 +1169,21 @@ void Context::computeBarrier(VkCommandBuffer cmd) {
 }
 
 void Context::dispatchBarrier(VkCommandBuffer cmd) {
-  if (impl_->computeOnlyBarriers)
+  switch (impl_->dispatchBarrier) {
+  case DispatchBarrier::Compute:
     detail::computeOnlyBarrier(cmd);
-  else
-    allComputeAndTransferBarrier(cmd);
+    return;
+  case DispatchBarrier::Storage:
+    detail::storageOnlyBarrier(cmd);
+    return;
+  case DispatchBarrier::Full:
+    break;
+  }
+  allComputeAndTransferBarrier(cmd);
+}
+
+DispatchBarrier Context::dispatchBarrierKind() const {
+  return impl_->dispatchBarrier;
 }
 
 namespace detail {

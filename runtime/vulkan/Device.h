@@ -97,6 +97,15 @@ std::optional<MainQueueFamily> parseMainQueueFamily(const std::string &name);
 const char *mainQueueFamilyName(MainQueueFamily family);
 std::vector<std::string> mainQueueFamilyNames();
 
+// The barrier between two dispatches of a step (Context::dispatchBarrier): the compute-and-transfer one
+// that orders everything else (computeBarrier), compute → compute shader accesses, or storage-buffer
+// accesses alone through VK_KHR_synchronization2 (core in 1.3; the compute one where the device lacks it).
+enum class DispatchBarrier { Full, Compute, Storage };
+// "full", "compute", "storage" (for command lines); nullopt for another name.
+std::optional<DispatchBarrier> parseDispatchBarrier(const std::string &name);
+const char *dispatchBarrierName(DispatchBarrier barrier);
+std::vector<std::string> dispatchBarrierNames();
+
 enum class MemoryAllocation {
   Plain,      // vkAllocateMemory alone
   Dedicated,  // an allocation made for its one buffer (VkMemoryDedicatedAllocateInfo)
@@ -152,10 +161,9 @@ struct ContextOptions {
   // Where the device has such a queue; hasCompanionQueue() says whether it got one.
   CompanionQueue companionQueue = CompanionQueue::None;
   MainQueueFamily mainQueueFamily = MainQueueFamily::First;
-  // dispatchBarrier orders compute after compute only (no transfer stages or accesses), where computeBarrier
-  // orders transfers too; off, it is computeBarrier. Whether the narrower barrier is cheaper between
-  // decode's dependent launches is a measurement (gerbil-bench --compute-barriers), so it is opt-in.
-  bool computeOnlyBarriers = false;
+  // What dispatchBarrier records. Whether a narrower barrier than the full one is cheaper between decode's
+  // dependent launches is a measurement (gerbil-bench --dispatch-barrier), so they are opt-in.
+  DispatchBarrier dispatchBarrier = DispatchBarrier::Full;
 };
 
 class Context;
@@ -264,8 +272,11 @@ public:
                 uint32_t pushBytes, uint32_t gx, uint32_t gy, uint32_t gz);
   void computeBarrier(VkCommandBuffer cmd);
   // Between two dispatches, the second of which reads or writes only what dispatches wrote (not transfers,
-  // not the host): a compute-only barrier where ContextOptions::computeOnlyBarriers, else computeBarrier.
+  // not the host): ContextOptions::dispatchBarrier's.
   void dispatchBarrier(VkCommandBuffer cmd);
+  // The barrier dispatchBarrier records: the option's, or Compute for Storage on a device without
+  // synchronization2.
+  DispatchBarrier dispatchBarrierKind() const;
   void submitAndWait(VkCommandBuffer cmd);
   // The companion queue (ContextOptions::companionQueue), where the device has the one asked for: what is
   // submitted there runs beside the main queue's work, ordered with it through memory alone

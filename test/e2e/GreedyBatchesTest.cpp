@@ -41,22 +41,25 @@ TEST_F(GreedyBatchesTest, AheadMatchOneAtATimeAndTheLogitsLoop) {
   EXPECT_EQ(generate(prompt_, logits).output, ahead.output);
 }
 
-// Compute-only barriers between a step's dispatches (gerbil-bench --compute-barriers): the same prefill
-// logits and greedy tokens as the default barriers, with the validation layers (where on) finding nothing.
-TEST_F(GreedyBatchesTest, ComputeOnlyBarriersDecodeTheSame) {
+// Narrower barriers between a step's dispatches (gerbil-bench --dispatch-barrier): the same prefill logits
+// and greedy tokens as the default ones, with the validation layers (where on) finding nothing.
+TEST_F(GreedyBatchesTest, NarrowerDispatchBarriersDecodeTheSame) {
   executor_->reset();
   const std::vector<float> logits = executor_->step(prompt_, exec::Logits::All);
   const std::vector<int32_t> tokens = generate(prompt_, greedy(kNewTokens, 2)).output;
-  vk::ContextOptions options;
-  options.computeOnlyBarriers = true;
-  vk::Context context(options);
-  weights::Checkpoint checkpoint = weights::Checkpoint::open(fixture_.string());
-  exec::Executor executor(context, plan_, exec::uploadWeights(context, plan_, checkpoint, nullptr));
-  executor.reset();
-  EXPECT_EQ(executor.step(prompt_, exec::Logits::All), logits);
-  executor.reset();
-  EXPECT_EQ(exec::generate(executor, prompt_, greedy(kNewTokens, 2)).output, tokens);
-  EXPECT_EQ(context.validationErrors(), 0u);
+  for (vk::DispatchBarrier barrier : {vk::DispatchBarrier::Compute, vk::DispatchBarrier::Storage}) {
+    vk::ContextOptions options;
+    options.dispatchBarrier = barrier;
+    vk::Context context(options);
+    weights::Checkpoint checkpoint = weights::Checkpoint::open(fixture_.string());
+    exec::Executor executor(context, plan_, exec::uploadWeights(context, plan_, checkpoint, nullptr));
+    executor.reset();
+    EXPECT_EQ(executor.step(prompt_, exec::Logits::All), logits) << vk::dispatchBarrierName(barrier);
+    executor.reset();
+    EXPECT_EQ(exec::generate(executor, prompt_, greedy(kNewTokens, 2)).output, tokens)
+        << vk::dispatchBarrierName(barrier);
+    EXPECT_EQ(context.validationErrors(), 0u) << vk::dispatchBarrierName(barrier);
+  }
 }
 
 TEST_F(GreedyBatchesTest, StopWhileABatchRunsKeepsTheCacheOfTheAcceptedTokens) {

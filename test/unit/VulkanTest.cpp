@@ -709,15 +709,24 @@ TEST(VulkanDispatch, SecondDispatchReadsTheFirstAfterABarrier) {
   checkChainedDispatches(*ctx, false);
 }
 
-// The compute-only barrier between dispatches (ContextOptions::computeOnlyBarriers) orders them as the full
-// one does, in one submission and across two; the validation layers (where on) find no hazard.
-TEST(VulkanDispatch, ComputeOnlyBarriersOrderDispatches) {
-  ContextOptions options;
-  options.computeOnlyBarriers = true;
-  CONTEXT_OR_SKIP(ctx, options);
-  checkChainedDispatches(*ctx, false);
-  checkChainedDispatches(*ctx, true);
-  EXPECT_EQ(ctx->validationErrors(), 0u);
+// Each barrier between dispatches (ContextOptions::dispatchBarrier) orders them, in one submission and
+// across two, with the validation layers (where on) finding no hazard; a device with synchronization2
+// (lavapipe has it) records the storage one, not the compute one it falls back to.
+TEST(VulkanDispatch, DispatchBarriersOrderDispatches) {
+  for (DispatchBarrier barrier :
+       {DispatchBarrier::Full, DispatchBarrier::Compute, DispatchBarrier::Storage}) {
+    ContextOptions options;
+    options.dispatchBarrier = barrier;
+    CONTEXT_OR_SKIP(ctx, options);
+    if (ctx->info().name.find("llvmpipe") != std::string::npos) {
+      EXPECT_EQ(ctx->dispatchBarrierKind(), barrier);
+    }
+    checkChainedDispatches(*ctx, false);
+    checkChainedDispatches(*ctx, true);
+    EXPECT_EQ(ctx->validationErrors(), 0u) << dispatchBarrierName(barrier);
+    EXPECT_EQ(parseDispatchBarrier(dispatchBarrierName(barrier)), barrier);
+  }
+  EXPECT_EQ(parseDispatchBarrier("transfer"), std::nullopt);
 }
 
 // The main queue on a compute family without graphics where asked for; lavapipe has none, so it keeps its

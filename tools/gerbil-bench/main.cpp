@@ -104,9 +104,12 @@ int main(int argc, char **argv) {
          "compute-only: one without graphics, where the device has it)")
       ->check(CLI::IsMember(gerbil::vk::mainQueueFamilyNames()))
       ->capture_default_str();
-  bool computeOnlyBarriers = false;
-  app.add_flag("--compute-barriers", computeOnlyBarriers,
-               "Developers: order the dispatches of a step by compute-only barriers (no transfer stages)");
+  std::string dispatchBarrier = gerbil::vk::dispatchBarrierName(gerbil::vk::ContextOptions{}.dispatchBarrier);
+  app.add_option("--dispatch-barrier", dispatchBarrier,
+                 "Developers: the barrier between a step's dispatches (full: compute and transfers; compute: "
+                 "compute shaders only; storage: their storage buffers only, through synchronization2)")
+      ->check(CLI::IsMember(gerbil::vk::dispatchBarrierNames()))
+      ->capture_default_str();
   uint32_t greedyInFlight = gerbil::exec::GenerationOptions{}.greedyBatchesInFlight;
   app.add_option("--greedy-in-flight", greedyInFlight,
                  "Developers: greedy decode batches submitted before the host reads the last (1: none ahead)")
@@ -141,7 +144,7 @@ int main(int argc, char **argv) {
     options.spinWaitMicroseconds = spinWait;
     options.allocation = *gerbil::vk::parseMemoryAllocation(allocation);
     options.mainQueueFamily = *gerbil::vk::parseMainQueueFamily(queueFamily);
-    options.computeOnlyBarriers = computeOnlyBarriers;
+    options.dispatchBarrier = *gerbil::vk::parseDispatchBarrier(dispatchBarrier);
     gerbil::vk::Context context(options);
     gerbil::exec::checkDevice(plan, context.info());
     auto loadStart = Clock::now();
@@ -210,7 +213,7 @@ int main(int argc, char **argv) {
                                {"tokens_per_s", 1000.0 / msPerToken},
                                {"weight_gb_per_s", weightBytes / (msPerToken / 1000) / 1e9}}}};
     result["allocation"] = allocation;
-    if (computeOnlyBarriers) result["compute_barriers"] = true;
+    result["dispatch_barrier"] = gerbil::vk::dispatchBarrierName(context.dispatchBarrierKind());
     result["queue_family"] = {{"index", context.queueFamily()},
                               {"graphics", context.queueFamilyHasGraphics()}};
     result["greedy_batches_in_flight"] = greedyInFlight;

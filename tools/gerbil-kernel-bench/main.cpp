@@ -61,7 +61,8 @@ struct Options {
   std::string allocation = vk::memoryAllocationName(vk::ContextOptions{}.allocation);
   vk::CompanionQueue companionQueue = vk::CompanionQueue::None; // sync's companion way: --companion-queue
   std::string queueFamily = vk::mainQueueFamilyName(vk::ContextOptions{}.mainQueueFamily); // --queue-family
-  bool computeOnlyBarriers = false; // --compute-barriers
+  std::string dispatchBarrier =
+      vk::dispatchBarrierName(vk::ContextOptions{}.dispatchBarrier); // --dispatch-barrier
 };
 
 // --prefetch BYTES[@STRIDE] (repeatable), as gerbil-prefetch-weights gives a launch's prefetch workers.
@@ -130,7 +131,7 @@ public:
     context.allocation = *vk::parseMemoryAllocation(options.allocation);
     context.companionQueue = options.companionQueue;
     context.mainQueueFamily = *vk::parseMainQueueFamily(options.queueFamily);
-    context.computeOnlyBarriers = options.computeOnlyBarriers;
+    context.dispatchBarrier = *vk::parseDispatchBarrier(options.dispatchBarrier);
     ctx_ = std::make_unique<vk::Context>(context);
   }
 
@@ -335,8 +336,10 @@ int main(int argc, char **argv) {
                  "The queue family the kernels run on: first (the first with compute and timestamps, as "
                  "gerbil-exec), compute-only (one without graphics, where the device has it)")
       ->check(CLI::IsMember(vk::mainQueueFamilyNames()));
-  app.add_flag("--compute-barriers", options.computeOnlyBarriers,
-               "sync: order the dispatched phases by compute-only barriers (no transfer stages)");
+  app.add_option("--dispatch-barrier", options.dispatchBarrier,
+                 "sync: the barrier between the dispatched phases (full: compute and transfers, as "
+                 "computeBarrier; compute: compute shaders only; storage: their storage buffers only)")
+      ->check(CLI::IsMember(vk::dispatchBarrierNames()));
   app.add_flag("--addressable-memory", options.bufferDeviceAddress,
                "Allocate every buffer with device addresses (as plans by address do) but bind them through "
                "descriptors: what the allocation alone costs");
@@ -533,7 +536,7 @@ int main(int argc, char **argv) {
     if (!options.subgroupOps) out["subgroup_ops"] = false;
     if (options.bufferAddresses) out["buffer_addresses"] = true;
     if (bench.hasBufferDeviceAddresses()) out["addressable_memory"] = true;
-    if (options.computeOnlyBarriers) out["compute_barriers"] = true;
+    out["dispatch_barrier"] = vk::dispatchBarrierName(bench.context().dispatchBarrierKind());
     out["allocation"] = options.allocation;
     out["queue_family"] = {{"index", bench.context().queueFamily()},
                            {"graphics", bench.context().queueFamilyHasGraphics()}};
