@@ -194,8 +194,8 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
                                    constant(coopAttentionKeySplits(attn.getNumHeads()))},
                                   ctx);
         }
-        DecodeAttentionShape d =
-            decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim());
+        DecodeAttentionShape d = decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(),
+                                                      attn.getHeadDim(), 0, profile.decodeQueryHeads);
         c.decodeGrid = AffineMap::get(
             0, 1, {constant(attn.getNumKvHeads() * d.headGroups), constant(d.splits), constant(1)}, ctx);
         c.decodeWorkgroup = {d.workgroup, 1, 1};

@@ -66,6 +66,10 @@ struct TargetProfile {
   // nvidia@qkv=TILING), and the wide plain projections' (nvidia@wide=TILING: see coopTilingFor).
   std::optional<CoopMatMulTiling> gateUpTiling = std::nullopt, qkvTiling = std::nullopt,
                                   wideTiling = std::nullopt;
+  // The decode attention's query heads a workgroup where --target names them (nvidia@decode-query-heads=N,
+  // to time in the model); 0, or a count that does not divide a kv head's query heads: the catalog's
+  // (decodeAttentionShape).
+  int64_t decodeQueryHeads = 0;
 };
 
 // NVIDIA's PCI vendor id.
@@ -309,15 +313,17 @@ inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
 // for every matmul, and/or "@gate-up=TILING" for the grouped gate/up projections (never split),
 // "@qkv=TILING" for the grouped q/k/v (split or not) and "@wide=TILING" for the wide plain projections (see
 // coopTilingFor), each at most once, after the first if it is given ("nvidia:TILING@gate-up=TILING@qkv=
-// TILING"), to tune on a device. std::nullopt when it does not parse.
+// TILING"), and for any profile "@decode-query-heads=N" (1 to 64) for the decode attention, to tune on a
+// device.
+// std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   const size_t at = spec.find('@'), colon = spec.substr(0, at).find(':');
   const TargetProfile *base = findTargetProfile(spec.substr(0, std::min(colon, at)));
   if (!base) return std::nullopt;
   TargetProfile profile = *base;
   if (colon == std::string_view::npos && at == std::string_view::npos) return profile;
-  if (!profile.cooperativeMatrix) return std::nullopt;
   if (colon != std::string_view::npos) { // the tiling of every matmul
+    if (!profile.cooperativeMatrix) return std::nullopt;
     std::optional<CoopMatMulTiling> tiling =
         parseCoopTiling(spec.substr(colon + 1, at == std::string_view::npos ? at : at - colon - 1));
     if (!tiling) return std::nullopt;
@@ -327,11 +333,23 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   for (size_t from = at; from != std::string_view::npos;) { // the grouped and wide projections' own
     const size_t next = spec.find('@', from + 1);
     const std::string_view part = spec.substr(from, next == std::string_view::npos ? next : next - from);
+    if (constexpr std::string_view heads = "@decode-query-heads="; part.starts_with(heads)) {
+      const std::string_view digits = part.substr(heads.size());
+      int64_t count = 0;
+      for (char c : digits) {
+        if (c < '0' || c > '9' || count > 64) return std::nullopt;
+        count = count * 10 + (c - '0');
+      }
+      if (digits.empty() || count < 1 || count > 64 || profile.decodeQueryHeads != 0) return std::nullopt;
+      profile.decodeQueryHeads = count;
+      from = next;
+      continue;
+    }
     const std::pair<std::string_view, std::optional<CoopMatMulTiling> *> overrides[] = {
         {"@gate-up=", &profile.gateUpTiling}, {"@qkv=", &profile.qkvTiling}, {"@wide=", &profile.wideTiling}};
     const auto *which = std::find_if(std::begin(overrides), std::end(overrides),
                                      [&](const auto &o) { return part.starts_with(o.first); });
-    if (which == std::end(overrides)) return std::nullopt;
+    if (which == std::end(overrides) || !profile.cooperativeMatrix) return std::nullopt;
     std::optional<CoopMatMulTiling> &slot = *which->second;
     std::optional<CoopMatMulTiling> tiling = parseCoopTiling(part.substr(which->first.size()));
     if (!tiling || slot || (&slot == &profile.gateUpTiling && tiling->splitK != 1)) return std::nullopt;
