@@ -148,8 +148,8 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
                                             int64_t warps, const std::vector<PrefetchRange> &prefetch,
                                             int64_t scoreLanes) {
   namespace gd = mlir::gerbil;
-  gd::DecodeAttentionShape shape =
-      gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim, spec.sequence, queryHeads, warps);
+  gd::DecodeAttentionShape shape = gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim,
+                                                            spec.halfCache, spec.sequence, queryHeads, warps);
   DecodeAttentionKernel d;
   KernelSource &k = d.source;
   auto define = [&](const std::string &name, const std::string &value) {

@@ -21,6 +21,8 @@ struct AttentionSpec {
   // The tensor-core prefill kernel: the result in f16 (8 dims a 16-byte word), for a Coop matmul with
   // halfInput.
   bool halfResult = false;
+  // The KV cache holds f16: the decode attention's shape follows it (decodeAttentionShape).
+  bool halfCache = false;
 };
 
 // Prefill: the scalar flash-style kernel everywhere, or (coop) the tensor-core one of the nvidia target

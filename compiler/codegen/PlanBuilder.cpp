@@ -913,12 +913,14 @@ private:
   }
 
   AttentionSpec attentionSpec(gd::AttentionOp a) const {
-    return {static_cast<int64_t>(a.getNumHeads()),
-            static_cast<int64_t>(a.getNumKvHeads()),
-            static_cast<int64_t>(a.getHeadDim()),
-            options_.maxSequence,
-            a.getScale().convertToDouble(),
-            a.getSlidingWindow() ? static_cast<int64_t>(*a.getSlidingWindow()) : 0};
+    AttentionSpec spec{static_cast<int64_t>(a.getNumHeads()),
+                       static_cast<int64_t>(a.getNumKvHeads()),
+                       static_cast<int64_t>(a.getHeadDim()),
+                       options_.maxSequence,
+                       a.getScale().convertToDouble(),
+                       a.getSlidingWindow() ? static_cast<int64_t>(*a.getSlidingWindow()) : 0};
+    spec.halfCache = cacheHalf_;
+    return spec;
   }
 
   static RotarySpec rotarySpec(gd::RoPEOp r) {

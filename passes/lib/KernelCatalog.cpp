@@ -194,8 +194,11 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
                                    constant(coopAttentionKeySplits(attn.getNumHeads()))},
                                   ctx);
         }
-        DecodeAttentionShape d = decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(),
-                                                      attn.getHeadDim(), 0, profile.decodeQueryHeads);
+        auto cache = SymbolTable::lookupNearestSymbolFrom<KVCacheOp>(attn, attn.getCacheAttr());
+        const bool halfCache = cache && cache.deviceElementType().isF16();
+        DecodeAttentionShape d =
+            decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim(), halfCache, 0,
+                                 profile.decodeQueryHeads);
         c.decodeGrid = AffineMap::get(
             0, 1, {constant(attn.getNumKvHeads() * d.headGroups), constant(d.splits), constant(1)}, ctx);
         c.decodeWorkgroup = {d.workgroup, 1, 1};

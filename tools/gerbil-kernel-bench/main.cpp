@@ -751,6 +751,7 @@ int main(int argc, char **argv) {
                   {"tflops", 4.0 * keys * double(headDim) * double(heads) / (ms * 1e9)}});
     } else {
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
+      spec.halfCache = cacheType == plan::DType::F16; // the model's shape for its cache
       if (queryHeads > 0 && (heads / kvHeads) % queryHeads != 0)
         throw std::runtime_error("--query-heads must divide heads / kv-heads (" +
                                  std::to_string(heads / kvHeads) + ")");

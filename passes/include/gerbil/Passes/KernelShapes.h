@@ -177,12 +177,13 @@ inline constexpr int64_t decodeAttentionSharedBytes(int64_t headDim, int64_t que
          2 * warps * queryHeads * 4 + splits * queryHeads * 4 + queryHeads * 4 + 4 +
          std::max<int64_t>(queryHeads * (workgroup / 4), workgroup) * 4;
 }
-// queryHeads and warps, where not 0, replace the catalog's choice (gerbil-kernel-bench's variants to tune
-// with): queryHeads must divide heads / kvHeads (else the catalog's is kept), and the caller checks that
-// the shared memory of `warps` fits its device.
+// halfCache: the KV cache holds f16. queryHeads and warps, where not 0, replace the catalog's choice
+// (gerbil-kernel-bench's variants to tune with, gerbilc's @decode-query-heads): queryHeads must divide
+// heads / kvHeads (else the catalog's is kept), and the caller checks that the shared memory of `warps`
+// fits its device.
 inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim,
-                                                 int64_t positions = 0, int64_t queryHeads = 0,
-                                                 int64_t warps = 0) {
+                                                 bool halfCache, int64_t positions = 0,
+                                                 int64_t queryHeads = 0, int64_t warps = 0) {
   DecodeAttentionShape shape{};
   int64_t group = heads / kvHeads;
   shape.queryHeads = 1;
@@ -190,9 +191,11 @@ inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads,
   // step at position 191 in 6.9 µs against 10.6 with its 7 query heads in one workgroup (2 workgroups
   // a split), and Llama-3.2-1B's in 7.6 against 9.1: re-reading a kv head's rows from the L2 costs less
   // than the serial walk of few workgroups. At 128 dims (Llama-3-8B) both took 13.2–13.4 µs, so wider heads
-  // keep sharing their kv rows, two query heads a workgroup since the keys are read by 4 lanes each (sweep
-  // bb, 2026-12-04: 8.9 µs with 2 and 8 warps against 10.8 with 4, 11.1 with 1).
-  if (headDim > 64)
+  // on an f32 cache keep sharing their kv rows, two query heads a workgroup since the keys are read by 4
+  // lanes each (sweep bb, 2026-12-04: 8.9 µs with 2 and 8 warps against 10.8 with 4, 11.1 with 1). On an
+  // f16 cache one a workgroup again (sweep cz, H100, 2026-12-07: 7.20 µs alone against 8.32 with two; in the
+  // 8B's model 10.7 -> 8.9 µs a layer, decode 184.1 -> 186.0 tok/s).
+  if (headDim > 64 && !halfCache)
     for (int64_t q = std::min<int64_t>(group, 2); q >= 1; --q)
       if (group % q == 0) {
         shape.queryHeads = q;
