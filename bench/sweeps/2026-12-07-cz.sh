@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The device call prepared for sweep cz (2026-12-07; not run that day: no machine could be started), from the
+# The device call prepared for sweep cz (prepared on 2026-12-06, when no machine could be started; run on an
+# H100 on 2026-12-07 at 453d7d1, BENCHMARKS.md), from the
 # repository root: sweep cz and the decode attention's variants in the model (+vf: ATTENTION_VALUES_FIRST,
 # +l8: 8 score lanes), on an H200 the 8B's prefetch beside its attention (+pb16, +pb32) first. Here:
 #   FIXTURE_VARIANTS=0 PLAN_VARIANTS="pb16:--prefetch-bytes 16777216 --prefetch-beside;pb32:--prefetch-bytes \
