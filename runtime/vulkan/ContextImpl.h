@@ -37,6 +37,7 @@ inline void allComputeAndTransferBarrier(VkCommandBuffer cmd) {
   vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+// Compute shaders' writes before compute shaders' accesses, no transfer stages or accesses.
 inline void computeOnlyBarrier(VkCommandBuffer cmd) {
   VkMemoryBarrier barrier{};
   barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;

@@ -314,8 +314,7 @@ inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
 // "@qkv=TILING" for the grouped q/k/v (split or not) and "@wide=TILING" for the wide plain projections (see
 // coopTilingFor), each at most once, after the first if it is given ("nvidia:TILING@gate-up=TILING@qkv=
 // TILING"), and for any profile "@decode-query-heads=N" (1 to 64) for the decode attention, to tune on a
-// device.
-// std::nullopt when it does not parse.
+// device. std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   const size_t at = spec.find('@'), colon = spec.substr(0, at).find(':');
   const TargetProfile *base = findTargetProfile(spec.substr(0, std::min(colon, at)));
@@ -330,7 +329,8 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
     profile.coopTiling = *tiling;
     profile.tilingGiven = true;
   }
-  for (size_t from = at; from != std::string_view::npos;) { // the grouped and wide projections' own
+  // The grouped and wide projections' own tilings, the decode attention's query heads.
+  for (size_t from = at; from != std::string_view::npos;) {
     const size_t next = spec.find('@', from + 1);
     const std::string_view part = spec.substr(from, next == std::string_view::npos ? next : next - from);
     if (constexpr std::string_view heads = "@decode-query-heads="; part.starts_with(heads)) {
