@@ -291,7 +291,8 @@ TEST_F(DecodeAttentionKernelTest, MatchesTheReference) {
 TEST_F(DecodeAttentionKernelTest, OtherShapesMatchTheReference) {
   // Fewer query heads a workgroup and other warp counts than the catalog's (gerbil-kernel-bench
   // --query-heads, --warps): Qwen's 7 query heads a kv head one a workgroup, with 2 warps (several rounds
-  // a split); 2 of the 8B's 4 with 4 warps; a lone warp over several splits.
+  // a split); 2 of the 8B's 4 with 4 warps; a lone warp over several splits; then the 8B's two on an f16
+  // cache.
   const struct {
     DecodeCase c;
     int64_t queryHeads, warps;
@@ -305,6 +306,11 @@ TEST_F(DecodeAttentionKernelTest, OtherShapesMatchTheReference) {
     ASSERT_FALSE(HasFatalFailure());
   }
   check(variants[0].c, false, variants[0].queryHeads, variants[0].warps);
+  ASSERT_FALSE(HasFatalFailure());
+  // Two of the 8B's query heads a workgroup on an f16 cache (the catalog's one there; gerbilc's
+  // @decode-query-heads=2), with the catalog's warps.
+  halfCache_ = true;
+  check(variants[1].c, true, 2, 0);
 }
 
 // Keys whose scores several lanes share (SCORE_LANES; codegen's default is 4 wherever it fits): powers of 2
