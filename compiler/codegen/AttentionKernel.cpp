@@ -151,6 +151,7 @@ DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subg
   gd::DecodeAttentionShape shape = gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim,
                                                             spec.halfCache, spec.sequence, queryHeads, warps);
   DecodeAttentionKernel d;
+  d.shape = shape;
   KernelSource &k = d.source;
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);

@@ -5,6 +5,7 @@
 
 #include "compiler/codegen/KernelWriter.h"
 #include "compiler/codegen/PrefetchWorkers.h"
+#include "gerbil/Passes/KernelShapes.h"
 
 namespace gerbil::codegen {
 
@@ -47,6 +48,7 @@ AttentionScratch coopAttentionScratch(const AttentionSpec &spec, int64_t maxToke
 // Prefetching adds grid rows of workers past the splits.
 struct DecodeAttentionKernel {
   KernelSource source;
+  mlir::gerbil::DecodeAttentionShape shape{}; // its query heads, warps, splits
   std::array<uint32_t, 3> grid{};
   uint64_t scratchCounterBytes = 0, scratchPartialBytes = 0;
 };

@@ -607,27 +607,38 @@ VkDescriptorSet Context::Impl::allocateDescriptorSet(VkDescriptorSetLayout layou
   }
 }
 
-std::optional<MemoryAllocation> parseMemoryAllocation(const std::string &name) {
-  for (MemoryAllocation way : kMemoryAllocations)
-    if (name == memoryAllocationName(way)) return way;
+namespace {
+// The command-line names of an option's values (every value of `Enum` in `values`, named by `nameOf`).
+template <typename Enum, size_t N>
+std::optional<Enum> parseByName(const std::string &name, const Enum (&values)[N],
+                                const char *(*nameOf)(Enum)) {
+  for (Enum value : values)
+    if (name == nameOf(value)) return value;
   return std::nullopt;
+}
+
+template <typename Enum, size_t N>
+std::vector<std::string> namesOf(const Enum (&values)[N], const char *(*nameOf)(Enum)) {
+  std::vector<std::string> names;
+  for (Enum value : values) names.emplace_back(nameOf(value));
+  return names;
+}
+} // namespace
+
+std::optional<MemoryAllocation> parseMemoryAllocation(const std::string &name) {
+  return parseByName(name, kMemoryAllocations, memoryAllocationName);
 }
 
 std::vector<std::string> memoryAllocationNames() {
-  std::vector<std::string> names;
-  for (MemoryAllocation way : kMemoryAllocations) names.emplace_back(memoryAllocationName(way));
-  return names;
+  return namesOf(kMemoryAllocations, memoryAllocationName);
 }
 
 std::optional<DispatchBarrier> parseDispatchBarrier(const std::string &name) {
-  for (DispatchBarrier barrier : {DispatchBarrier::Full, DispatchBarrier::Compute, DispatchBarrier::Storage})
-    if (name == dispatchBarrierName(barrier)) return barrier;
-  return std::nullopt;
+  return parseByName(name, kDispatchBarriers, dispatchBarrierName);
 }
 
 std::vector<std::string> dispatchBarrierNames() {
-  return {dispatchBarrierName(DispatchBarrier::Full), dispatchBarrierName(DispatchBarrier::Compute),
-          dispatchBarrierName(DispatchBarrier::Storage)};
+  return namesOf(kDispatchBarriers, dispatchBarrierName);
 }
 
 const char *dispatchBarrierName(DispatchBarrier barrier) {
@@ -643,13 +654,11 @@ const char *dispatchBarrierName(DispatchBarrier barrier) {
 }
 
 std::optional<MainQueueFamily> parseMainQueueFamily(const std::string &name) {
-  for (MainQueueFamily family : {MainQueueFamily::First, MainQueueFamily::ComputeOnly})
-    if (name == mainQueueFamilyName(family)) return family;
-  return std::nullopt;
+  return parseByName(name, kMainQueueFamilies, mainQueueFamilyName);
 }
 
 std::vector<std::string> mainQueueFamilyNames() {
-  return {mainQueueFamilyName(MainQueueFamily::First), mainQueueFamilyName(MainQueueFamily::ComputeOnly)};
+  return namesOf(kMainQueueFamilies, mainQueueFamilyName);
 }
 
 const char *mainQueueFamilyName(MainQueueFamily family) {

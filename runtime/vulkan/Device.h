@@ -92,6 +92,8 @@ enum class CompanionQueue { None, SameFamily, OtherFamily };
 // The main queue's family: the first with compute and timestamps (on NVIDIA the one with graphics too), or
 // one with compute and timestamps but no graphics first (an "async compute" family), where the device has it.
 enum class MainQueueFamily { First, ComputeOnly };
+inline constexpr MainQueueFamily kMainQueueFamilies[] = {MainQueueFamily::First,
+                                                         MainQueueFamily::ComputeOnly};
 // "first", "compute-only" (for command lines); nullopt for another name.
 std::optional<MainQueueFamily> parseMainQueueFamily(const std::string &name);
 const char *mainQueueFamilyName(MainQueueFamily family);
@@ -101,6 +103,8 @@ std::vector<std::string> mainQueueFamilyNames();
 // that orders everything else (computeBarrier), compute → compute shader accesses, or storage-buffer
 // accesses alone through VK_KHR_synchronization2 (core in 1.3; the compute one where the device lacks it).
 enum class DispatchBarrier { Full, Compute, Storage };
+inline constexpr DispatchBarrier kDispatchBarriers[] = {DispatchBarrier::Full, DispatchBarrier::Compute,
+                                                        DispatchBarrier::Storage};
 // "full", "compute", "storage" (for command lines); nullopt for another name.
 std::optional<DispatchBarrier> parseDispatchBarrier(const std::string &name);
 const char *dispatchBarrierName(DispatchBarrier barrier);

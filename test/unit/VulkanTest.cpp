@@ -713,8 +713,7 @@ TEST(VulkanDispatch, SecondDispatchReadsTheFirstAfterABarrier) {
 // across two, with the validation layers (where on) finding no hazard; a device with synchronization2
 // (lavapipe has it) records the storage one, not the compute one it falls back to.
 TEST(VulkanDispatch, DispatchBarriersOrderDispatches) {
-  for (DispatchBarrier barrier :
-       {DispatchBarrier::Full, DispatchBarrier::Compute, DispatchBarrier::Storage}) {
+  for (DispatchBarrier barrier : kDispatchBarriers) {
     ContextOptions options;
     options.dispatchBarrier = barrier;
     CONTEXT_OR_SKIP(ctx, options);

@@ -14,7 +14,6 @@
 #include "compiler/codegen/MatMulKernel.h"
 #include "compiler/codegen/ShaderCompiler.h"
 #include "compiler/frontend/Rope.h"
-#include "gerbil/Passes/KernelShapes.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/vulkan/Device.h"
 #include "runtime/vulkan/PipelineStatistics.h"
@@ -781,16 +780,14 @@ int main(int argc, char **argv) {
       bench.setPosition(static_cast<uint32_t>(position));
       double ms = bench.time(kernel.source, data, kernel.grid, 1);
       double bytes = 2.0 * kvHeads * (position + 1) * headDim * plan::byteSize(cacheType);
-      const mlir::gerbil::DecodeAttentionShape shape = mlir::gerbil::decodeAttentionShape(
-          heads, kvHeads, headDim, spec.halfCache, sequence, queryHeads, warps);
       out.update(
           {{"kernel", "attention-decode"},
            {"heads", heads},
            {"kv_heads", kvHeads},
            {"head_dim", headDim},
            {"position", position},
-           {"query_heads", shape.queryHeads}, // a workgroup's: the catalog's, or --query-heads
-           {"warps", shape.warps},
+           {"query_heads", kernel.shape.queryHeads}, // a workgroup's: the catalog's, or --query-heads
+           {"warps", kernel.shape.warps},
            {"workgroup_size", kernel.source.workgroup[0]},
            {"workgroups", kernel.grid[0] * kernel.grid[1]},
            {"score_lanes", scoreLanes ? scoreLanes : codegen::decodeScoreLanes(spec, options.subgroupOps)},

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <iterator>
@@ -336,11 +337,10 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
     if (constexpr std::string_view heads = "@decode-query-heads="; part.starts_with(heads)) {
       const std::string_view digits = part.substr(heads.size());
       int64_t count = 0;
-      for (char c : digits) {
-        if (c < '0' || c > '9' || count > 64) return std::nullopt;
-        count = count * 10 + (c - '0');
-      }
-      if (digits.empty() || count < 1 || count > 64 || profile.decodeQueryHeads != 0) return std::nullopt;
+      const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+      if (error != std::errc() || end != digits.data() + digits.size() || count < 1 || count > 64 ||
+          profile.decodeQueryHeads != 0)
+        return std::nullopt;
       profile.decodeQueryHeads = count;
       from = next;
       continue;
