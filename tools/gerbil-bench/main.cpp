@@ -1,5 +1,6 @@
 // gerbil-bench: prefill and decode speed of a plan on a Vulkan device, and per-kernel GPU times.
-//   prefill: one step over a --prefill-tokens prompt (default 512)
+//   prefill: a --prefill-tokens prompt (default 512) in steps of the plan's prefill chunk, as generation runs
+//            it, after --prefill-depth tokens already in the cache (default 0; llama-bench's -d)
 //   decode:  --decode-tokens greedy tokens (default 128) after a --prompt-tokens prompt (default 128)
 // Weights are read like gerbil-exec does; random ones (gerbil-random-weights) measure the same speed.
 #include "runtime/exec/Executor.h"
@@ -40,6 +41,19 @@ std::string family(const std::string &label) {
   return label;
 }
 
+// Runs `tokens` from the executor's position in steps of at most `chunk`, as generation runs a prompt; adds
+// the steps' GPU and recording times to the given sums.
+void runInSteps(gerbil::exec::Executor &executor, const std::vector<int32_t> &tokens, size_t chunk,
+                double *gpuMs = nullptr, double *recordMs = nullptr) {
+  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
+    const size_t end = std::min(tokens.size(), begin + chunk);
+    executor.step(std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end),
+                  gerbil::exec::Logits::None);
+    if (gpuMs) *gpuMs += executor.lastStepGpuMs();
+    if (recordMs) *recordMs += executor.lastStepRecordMs();
+  }
+}
+
 nlohmann::json profile(gerbil::exec::Executor &executor, const gerbil::plan::Plan &plan,
                        const std::vector<gerbil::plan::Dispatch> &schedule, const std::vector<int32_t> &tokens) {
   executor.setProfiling(true);
@@ -65,7 +79,7 @@ nlohmann::json profile(gerbil::exec::Executor &executor, const gerbil::plan::Pla
 int main(int argc, char **argv) {
   CLI::App app{"gerbil-bench: prefill and decode speed of a gerbil plan on a Vulkan device."};
   std::string planPath, weightsDir;
-  size_t prefillTokens = 512, promptTokens = 128, decodeTokens = 128;
+  size_t prefillTokens = 512, prefillDepth = 0, promptTokens = 128, decodeTokens = 128;
   int repeats = 5, device = -1;
   uint32_t prefillSubmit = gerbil::exec::Executor::kDefaultPrefillSubmitDispatches,
            prefillFirstPart = gerbil::exec::Executor::kDefaultPrefillFirstPart;
@@ -74,7 +88,13 @@ int main(int argc, char **argv) {
   bool json = false, withProfile = false;
   app.add_option("plan", planPath, "The plan")->required();
   app.add_option("--weights", weightsDir, "Checkpoint folder (default: the compiled config's folder)");
-  app.add_option("--prefill-tokens", prefillTokens, "Prompt length of the prefill measurement");
+  app.add_option("--prefill-tokens", prefillTokens,
+                 "Prompt length of the prefill measurement (run in steps of the plan's prefill chunk)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--prefill-depth", prefillDepth,
+                 "Tokens already in the KV cache before the measured prefill (its prompt starts there)")
+      ->capture_default_str();
   app.add_option("--prompt-tokens", promptTokens, "Prompt length before the decode measurement");
   app.add_option("--decode-tokens", decodeTokens, "Tokens decoded in the decode measurement");
   app.add_option("--repeats", repeats, "Runs of each measurement (the best is reported)");
@@ -154,25 +174,46 @@ int main(int argc, char **argv) {
     gerbil::exec::Executor executor(context, plan, std::move(weights));
     executor.setPrefillSubmitDispatches(prefillSubmit, prefillFirstPart);
     const int64_t vocab = plan.model.vocabSize;
-    prefillTokens = std::min<size_t>(prefillTokens, plan.limits.prefillChunk);
+    const size_t chunk = plan.limits.prefillChunk, maxSequence = static_cast<size_t>(plan.limits.maxSequence);
+    // The default prompt fits the plan (one compiled with a short --max-seq still measures); one asked for
+    // must fit as asked.
+    if (app.count("--prefill-tokens") == 0 && prefillDepth < maxSequence)
+      prefillTokens = std::min(prefillTokens, maxSequence - prefillDepth);
+    for (auto [name, tokens] :
+         {std::pair<const char *, size_t>{"--prefill-depth + --prefill-tokens", prefillDepth + prefillTokens},
+          {"--prompt-tokens + --decode-tokens", promptTokens + decodeTokens}})
+      if (tokens > maxSequence)
+        throw CLI::ValidationError(name, std::to_string(tokens) + " positions, more than the " +
+                                             std::to_string(plan.limits.maxSequence) + " of " + planPath +
+                                             " (gerbilc --max-seq)");
 
-    // Prefill: the best of `repeats` single-step prompts, after a second of warm-up (a GPU that has been
-    // idle runs its first tens of milliseconds at low clocks: a cold first model measured 3x slow).
+    // Prefill: the best of `repeats` prompts, each in steps of the prefill chunk after `prefillDepth` tokens
+    // put into the cache untimed, after a second of warm-up (a GPU that has been idle runs its first tens of
+    // milliseconds at low clocks: a cold first model measured 3x slow).
+    const std::vector<int32_t> depthPrompt = promptOf(prefillDepth, vocab);
     std::vector<int32_t> prefillPrompt = promptOf(prefillTokens, vocab);
+    auto startAtDepth = [&] {
+      executor.reset();
+      runInSteps(executor, depthPrompt, chunk);
+    };
     for (auto warmStart = Clock::now(); msSince(warmStart) < warmUpMs;) {
       executor.reset();
-      executor.step(prefillPrompt, gerbil::exec::Logits::None);
+      runInSteps(
+          executor,
+          std::vector<int32_t>(prefillPrompt.begin(), prefillPrompt.begin() + std::min(prefillTokens, chunk)),
+          chunk);
     }
     double prefillMs = 1e30, prefillGpuMs = 1e30, prefillRecordMs = 1e30;
     for (int r = 0; r <= repeats; ++r) {
-      executor.reset();
+      startAtDepth();
+      double gpuMs = 0, recordMs = 0;
       auto start = Clock::now();
-      executor.step(prefillPrompt, gerbil::exec::Logits::None);
+      runInSteps(executor, prefillPrompt, chunk, &gpuMs, &recordMs);
       double ms = msSince(start);
       if (r > 0) {
         prefillMs = std::min(prefillMs, ms);
-        prefillGpuMs = std::min(prefillGpuMs, executor.lastStepGpuMs());
-        prefillRecordMs = std::min(prefillRecordMs, executor.lastStepRecordMs());
+        prefillGpuMs = std::min(prefillGpuMs, gpuMs);
+        prefillRecordMs = std::min(prefillRecordMs, recordMs);
       }
     }
 
@@ -202,6 +243,8 @@ int main(int argc, char **argv) {
                              {"dispatches_per_decode_token", plan.decode.size()},
                              {"prefill",
                               {{"tokens", prefillTokens},
+                               {"depth", prefillDepth},
+                               {"steps", (prefillTokens + chunk - 1) / chunk},
                                {"ms", prefillMs},
                                {"gpu_ms", prefillGpuMs},
                                {"record_ms", prefillRecordMs},
@@ -228,10 +271,14 @@ int main(int argc, char **argv) {
     if (weightBlockMiB != gerbil::exec::kDefaultWeightBlockBytes >> 20)
       result["weight_block_mib"] = weightBlockMiB;
     if (withProfile) {
+      // A prefill step's profile: the measured prompt's first step, at its depth.
+      startAtDepth();
+      result["profile_prefill"] =
+          profile(executor, plan, plan.prefill,
+                  std::vector<int32_t>(prefillPrompt.begin(),
+                                       prefillPrompt.begin() + std::min(prefillTokens, chunk)));
       executor.reset();
-      result["profile_prefill"] = profile(executor, plan, plan.prefill, prefillPrompt);
-      executor.reset();
-      executor.step(prompt, gerbil::exec::Logits::None);
+      runInSteps(executor, prompt, chunk);
       result["profile_decode"] = profile(executor, plan, plan.decode, {1});
     }
     if (json) {
@@ -240,7 +287,8 @@ int main(int argc, char **argv) {
       std::printf("%s on %s\n", plan.model.architecture.c_str(), context.info().name.c_str());
       std::printf("weights: %.2f GB loaded in %.0f ms (%.0f converting, %.0f copying to the device)\n",
                   weightBytes / 1e9, loadMs, loadConvertMs, loadUploadMs);
-      std::printf("prefill %zu tokens: %.2f ms (%.0f tokens/s)\n", prefillTokens, prefillMs,
+      std::printf("prefill %zu tokens%s: %.2f ms (%.0f tokens/s)\n", prefillTokens,
+                  prefillDepth ? (" after " + std::to_string(prefillDepth)).c_str() : "", prefillMs,
                   prefillTokens / (prefillMs / 1000));
       std::printf("decode %zu tokens after %zu (%s): %.3f ms/token, %.1f tokens/s, %.0f GB/s of weights\n",
                   decodeTokens, promptTokens, result["decode"]["loop"].get<std::string>().c_str(), msPerToken,
