@@ -5,17 +5,10 @@
 # Results go to $OUT (one results.tgz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-D=.device
-# prepare.sh packs the binaries, plans and libraries (what travels is limited to 64 MiB with the tree).
-if [ -f $D/pack.tar.xz ]; then tar xJf $D/pack.tar.xz -C $D && rm $D/pack.tar.xz; fi
+source bench/device-setup.sh
 OUT=${OUT:-/tmp/gerbil-bench-out}
 R=/tmp/results
 mkdir -p "$OUT" "$R"
-for f in $D/gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-# Shared libraries of the tools that the GPU machine lacks (bench/prepare.sh copies them).
-export LD_LIBRARY_PATH=$PWD/$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } > $R/machine.txt
 $D/bin/gerbil-exec --list-devices --json > $R/devices.json 2>&1

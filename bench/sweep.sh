@@ -5,15 +5,9 @@
 # Each line's JSON result (or its error) goes to $OUT/sweep.jsonl; a table of them is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-D=.device
-# prepare.sh packs the binaries, plans and libraries (what travels is limited to 64 MiB with the tree).
-if [ -f $D/pack.tar.xz ]; then tar xJf $D/pack.tar.xz -C $D && rm $D/pack.tar.xz; fi
+source bench/device-setup.sh
 OUT=${OUT:-/tmp/gerbil-sweep-out}
 mkdir -p "$OUT"
-for f in $D/gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export LD_LIBRARY_PATH=$PWD/$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 results=$OUT/sweep.jsonl
 : > "$results"
 while IFS= read -r line; do
