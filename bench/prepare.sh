@@ -9,6 +9,7 @@
 # them beside the default plans on the same weights, and check_fixtures.py checks them against the
 # references. E.g. PLAN_VARIANTS="kv16:--kv-dtype f16;early:--kernel-define attention_decode:ATTENTION_EARLY_VALUES=1"
 # A variant that names its own --target (e.g. "khr:--target khr") is compiled without GERBILC_FLAGS.
+# A model variant that names --max-seq or --prefill-chunk gets it instead of 1024 / 512 (ctx4k:--max-seq 4096).
 # FIXTURE_VARIANTS=0: the variants for the models alone (a kernel define that fits only their shapes, say).
 # BASELINE_GERBILC=PATH: another gerbilc (a copy of build/bin/gerbilc taken before a compiler change, say)
 # compiles each model's plan too, as MODEL+base.plan, so that one call times the change against what it
@@ -32,6 +33,11 @@ echo "$GERBILC_FLAGS" > $D/gerbilc-flags  # bench/report.py names them in BENCHM
 flagsFor() {
   case " $1" in *" --target"*) ;; *) echo "$GERBILC_FLAGS" ;; esac
 }
+# The models' sizes (--max-seq 1024 --prefill-chunk 512) but those a variant names itself (ctx4k:--max-seq 4096).
+sizesFor() {
+  case " $1" in *" --max-seq"*) ;; *) echo "--max-seq 1024" ;; esac
+  case " $1" in *" --prefill-chunk"*) ;; *) echo "--prefill-chunk 512" ;; esac
+}
 cp "$build"/bin/{gerbil-exec,gerbil-bench,gerbil-random-weights,gerbil-kernel-bench,test-kernels} $D/bin/
 # The runtime's shared libraries beyond glibc and libstdc++ (the GPU machine has no Debian packages of them).
 mkdir -p $D/lib
@@ -54,7 +60,7 @@ for model in qwen2.5-0.5b llama-3.2-1b llama-3-8b; do
   for variant in "${planVariants[@]}"; do
     # shellcheck disable=SC2086
     "$build"/bin/gerbilc test/fixtures/configs/$model.json -o "$D/plans/$model+${variant%%:*}.plan" --dtype f16 \
-      --max-seq 1024 --prefill-chunk 512 $(flagsFor "${variant#*:}") ${variant#*:}
+      $(sizesFor "${variant#*:}") $(flagsFor "${variant#*:}") ${variant#*:}
   done
   if [ -n "${BASELINE_GERBILC:-}" ]; then
     # shellcheck disable=SC2086
