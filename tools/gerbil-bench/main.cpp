@@ -191,17 +191,16 @@ int main(int argc, char **argv) {
     // put into the cache untimed, after a second of warm-up (a GPU that has been idle runs its first tens of
     // milliseconds at low clocks: a cold first model measured 3x slow).
     const std::vector<int32_t> depthPrompt = promptOf(prefillDepth, vocab);
-    std::vector<int32_t> prefillPrompt = promptOf(prefillTokens, vocab);
+    const std::vector<int32_t> prefillPrompt = promptOf(prefillTokens, vocab);
+    const std::vector<int32_t> firstStep(prefillPrompt.begin(),
+                                         prefillPrompt.begin() + std::min(prefillTokens, chunk));
     auto startAtDepth = [&] {
       executor.reset();
       runInSteps(executor, depthPrompt, chunk);
     };
     for (auto warmStart = Clock::now(); msSince(warmStart) < warmUpMs;) {
       executor.reset();
-      runInSteps(
-          executor,
-          std::vector<int32_t>(prefillPrompt.begin(), prefillPrompt.begin() + std::min(prefillTokens, chunk)),
-          chunk);
+      executor.step(firstStep, gerbil::exec::Logits::None);
     }
     double prefillMs = 1e30, prefillGpuMs = 1e30, prefillRecordMs = 1e30;
     for (int r = 0; r <= repeats; ++r) {
@@ -273,10 +272,7 @@ int main(int argc, char **argv) {
     if (withProfile) {
       // A prefill step's profile: the measured prompt's first step, at its depth.
       startAtDepth();
-      result["profile_prefill"] =
-          profile(executor, plan, plan.prefill,
-                  std::vector<int32_t>(prefillPrompt.begin(),
-                                       prefillPrompt.begin() + std::min(prefillTokens, chunk)));
+      result["profile_prefill"] = profile(executor, plan, plan.prefill, firstStep);
       executor.reset();
       runInSteps(executor, prompt, chunk);
       result["profile_decode"] = profile(executor, plan, plan.decode, {1});
