@@ -2,7 +2,8 @@
 # Speed at depth (llama-bench's -d): a user's long chat decodes and prefills against a full KV cache, which
 # the benchmark's 128-token prompt never shows. Each model compiled with --max-seq 4096: decode 128 tokens
 # after 128, 1024, 2048 and 3840; a 512-token prefill after 0, 1024, 2048 and 3584 cached tokens; one
-# profile at the deepest; and a whole 4096-token prompt (8 steps of 512).
+# profile at the deepest; a whole 4096-token prompt (8 steps of 512); then the attentions alone at depth
+# (bench/sweeps/2026-12-07-dd.txt).
 # Here: FIXTURE_VARIANTS=0 PLAN_VARIANTS="ctx4k:--max-seq 4096" bash bench/prepare.sh; then device run,
 # carry [".device"]: bash bench/sweeps/2026-12-07-dd.sh
 set -u
@@ -23,4 +24,6 @@ for model in ${DEPTH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
   rm -rf /tmp/weights/$model
   ls "$O" > /dev/null
 done
+# The attentions alone at depth (sweep dd).
+timeout 120 bash bench/sweep.sh bench/sweeps/2026-12-07-dd.txt > "$O/sweep-dd.txt" 2>&1
 ls "$O"
