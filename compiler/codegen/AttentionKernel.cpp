@@ -144,12 +144,12 @@ int64_t decodeScoreLanes(const AttentionSpec &spec, bool subgroupOps) {
   return subgroupOps && wholeRow && vecs % kMinSubgroupSize == 0 ? kMinSubgroupSize : 1;
 }
 
-DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps, int64_t queryHeads,
-                                            int64_t warps, const std::vector<PrefetchRange> &prefetch,
-                                            int64_t scoreLanes) {
+DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps,
+                                            const mlir::gerbil::DecodeAttentionChoice &choice,
+                                            const std::vector<PrefetchRange> &prefetch, int64_t scoreLanes) {
   namespace gd = mlir::gerbil;
-  gd::DecodeAttentionShape shape = gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim,
-                                                            spec.halfCache, spec.sequence, queryHeads, warps);
+  gd::DecodeAttentionShape shape =
+      gd::decodeAttentionShape(spec.heads, spec.kvHeads, spec.headDim, spec.halfCache, spec.sequence, choice);
   DecodeAttentionKernel d;
   d.shape = shape;
   KernelSource &k = d.source;

@@ -52,10 +52,10 @@ struct DecodeAttentionKernel {
   std::array<uint32_t, 3> grid{};
   uint64_t scratchCounterBytes = 0, scratchPartialBytes = 0;
 };
-// queryHeads and warps, where not 0, replace the catalog's choice (mlir::gerbil::decodeAttentionShape).
-// scoreLanes, where not 0, replaces decodeScoreLanes's.
+// `choice` replaces the catalog's query heads, warps or splits where not 0
+// (mlir::gerbil::decodeAttentionShape); scoreLanes, where not 0, replaces decodeScoreLanes's.
 DecodeAttentionKernel decodeAttentionKernel(const AttentionSpec &spec, bool subgroupOps,
-                                            int64_t queryHeads = 0, int64_t warps = 0,
+                                            const mlir::gerbil::DecodeAttentionChoice &choice = {},
                                             const std::vector<PrefetchRange> &prefetch = {},
                                             int64_t scoreLanes = 0);
 // The lanes that share a cached key's scores in the decode attention (attention_decode.glsl's SCORE_LANES):

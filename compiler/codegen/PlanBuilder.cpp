@@ -1033,8 +1033,8 @@ private:
     auto [prefetch, prefetched] = prefetchesBeside(dispatch)
                                       ? std::pair<std::vector<PrefetchRange>, std::vector<BindingSource>>{}
                                       : prefetchOf(dispatch, what);
-    DecodeAttentionKernel kernel = decodeAttentionKernel(attentionSpec(a), options_.subgroupOps,
-                                                         profile_->decodeQueryHeads, 0, prefetch);
+    DecodeAttentionKernel kernel =
+        decodeAttentionKernel(attentionSpec(a), options_.subgroupOps, profile_->decodeAttention, prefetch);
     requireFormedWorkgroup(kernel.source, k.source.workgroup, what);
     k.source = kernel.source;
     k.origins = {{BindingSource::Operand, 0},         {BindingSource::CacheKeys, 0},

@@ -198,7 +198,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         const bool halfCache = cache && cache.deviceElementType().isF16();
         DecodeAttentionShape d =
             decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim(), halfCache, 0,
-                                 profile.decodeQueryHeads);
+                                 profile.decodeAttention);
         c.decodeGrid = AffineMap::get(
             0, 1, {constant(attn.getNumKvHeads() * d.headGroups), constant(d.splits), constant(1)}, ctx);
         c.decodeWorkgroup = {d.workgroup, 1, 1};

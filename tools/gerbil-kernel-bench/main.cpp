@@ -417,12 +417,19 @@ int main(int argc, char **argv) {
   attention->add_option("--head-dim", headDim);
   attention->add_option("--position", position, "The query's position (keys 0..position)");
   attention->add_option("--seq", sequence, "KV cache positions");
-  int64_t queryHeads = 0, warps = 0;
+  mlir::gerbil::DecodeAttentionChoice decodeChoice;
+  int64_t &queryHeads = decodeChoice.queryHeads;
   attention->add_option("--query-heads", queryHeads,
                         "Query heads a workgroup (a divisor of heads / kv-heads; default: the catalog's)");
   attention
-      ->add_option("--warps", warps, "Warps of 32 a workgroup: 1, 2, 4, 8 or 16 (default: the catalog's)")
+      ->add_option("--warps", decodeChoice.warps,
+                   "Warps of 32 a workgroup: 1, 2, 4, 8 or 16 (default: the catalog's)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16}));
+  attention
+      ->add_option(
+          "--splits", decodeChoice.splits,
+          "The most workgroups a kv head's cached positions are cut between (default: the catalog's)")
+      ->check(CLI::Range(1, 64));
   int64_t scoreLanes = 0;
   attention
       ->add_option("--score-lanes", scoreLanes,
@@ -761,7 +768,7 @@ int main(int argc, char **argv) {
                                  ": the device's subgroups may hold " +
                                  std::to_string(bench.info().minSubgroupSize) + " lanes");
       codegen::DecodeAttentionKernel kernel =
-          codegen::decodeAttentionKernel(spec, options.subgroupOps, queryHeads, warps, ranges, scoreLanes);
+          codegen::decodeAttentionKernel(spec, options.subgroupOps, decodeChoice, ranges, scoreLanes);
       if (cacheType == plan::DType::F16) codegen::holdCacheInHalf(kernel.source);
       if (kernel.source.sharedMemoryBytes > bench.info().maxSharedMemoryBytes)
         throw std::runtime_error("the kernel's " + std::to_string(kernel.source.sharedMemoryBytes) +
@@ -788,6 +795,7 @@ int main(int argc, char **argv) {
            {"position", position},
            {"query_heads", kernel.shape.queryHeads}, // a workgroup's: the catalog's, or --query-heads
            {"warps", kernel.shape.warps},
+           {"splits", kernel.shape.splits}, // the most a kv head is cut between: the catalog's, or --splits
            {"workgroup_size", kernel.source.workgroup[0]},
            {"workgroups", kernel.grid[0] * kernel.grid[1]},
            {"score_lanes", scoreLanes ? scoreLanes : codegen::decodeScoreLanes(spec, options.subgroupOps)},

@@ -181,10 +181,10 @@ struct DecodeCase {
 
 class DecodeAttentionKernelTest : public AttentionKernelTest {
 protected:
-  // queryHeads and warps, where not 0, replace the catalog's shape (gerbil-kernel-bench's variants);
-  // prefetch: weights for the kernel's prefetch workgroups to read (each buffer 4 KiB longer than the range).
-  // scoreLanes, where not 0, replaces codegen's lanes a key's scores.
-  void check(const DecodeCase &c, bool subgroupOps, int64_t queryHeads = 0, int64_t warps = 0,
+  // `choice` replaces the catalog's query heads, warps or splits where not 0 (gerbil-kernel-bench's
+  // variants); prefetch: weights for the kernel's prefetch workgroups to read (each buffer 4 KiB longer than
+  // the range). scoreLanes, where not 0, replaces codegen's lanes a key's scores.
+  void check(const DecodeCase &c, bool subgroupOps, const mlir::gerbil::DecodeAttentionChoice &choice = {},
              const std::vector<codegen::PrefetchRange> &prefetch = {}, int64_t scoreLanes = 0) {
     codegen::AttentionSpec spec = c.spec;
     spec.halfCache = halfCache_; // the model's shape for its cache
@@ -207,7 +207,7 @@ protected:
       referenceAttention(spec, &q[h * dim], keys, values, h, c.position, &expected[h * dim]);
 
     codegen::DecodeAttentionKernel kernel =
-        codegen::decodeAttentionKernel(spec, subgroupOps, queryHeads, warps, prefetch, scoreLanes);
+        codegen::decodeAttentionKernel(spec, subgroupOps, choice, prefetch, scoreLanes);
     if (halfCache_) {
       ASSERT_EQ(codegen::holdCacheInHalf(kernel.source), 2);
     }
@@ -237,9 +237,10 @@ protected:
       for (size_t i = 0; i < result.size(); ++i)
         ASSERT_NEAR(result[i], expected[i], 1e-4)
             << "heads=" << heads << "/" << kvHeads << " head_dim=" << dim << " position=" << c.position
-            << " window=" << spec.window << " subgroup ops=" << subgroupOps << " query heads " << queryHeads
-            << " warps " << warps << " score lanes " << scoreLanes << " f16 cache " << halfCache_ << " run "
-            << run << ": element " << i;
+            << " window=" << spec.window << " subgroup ops=" << subgroupOps << " query heads "
+            << choice.queryHeads << " warps " << choice.warps << " splits " << choice.splits
+            << " score lanes " << scoreLanes << " f16 cache " << halfCache_ << " run " << run << ": element "
+            << i;
       std::vector<int32_t> counters(kernel.scratchCounterBytes / 4);
       ctx_->download(buffers[5], 0, counters.data(), kernel.scratchCounterBytes);
       for (int32_t counter : counters) ASSERT_EQ(counter, 0) << "a column's counter was left behind";
@@ -302,15 +303,27 @@ TEST_F(DecodeAttentionKernelTest, OtherShapesMatchTheReference) {
       {{{4, 1, 16, 400, 0.25, 0}, 300}, 2, 1},
   };
   for (const auto &v : variants) {
-    check(v.c, true, v.queryHeads, v.warps);
+    check(v.c, true, {v.queryHeads, v.warps});
     ASSERT_FALSE(HasFatalFailure());
   }
-  check(variants[0].c, false, variants[0].queryHeads, variants[0].warps);
+  check(variants[0].c, false, {variants[0].queryHeads, variants[0].warps});
   ASSERT_FALSE(HasFatalFailure());
   // Two of the 8B's query heads a workgroup on an f16 cache (the catalog's one there; gerbilc's
   // @decode-query-heads=2), with the catalog's warps.
   halfCache_ = true;
-  check(variants[1].c, true, 2, 0);
+  check(variants[1].c, true, {2, 0});
+}
+
+// Fewer splits than the catalog's (gerbil-kernel-bench --splits, gerbilc's @decode-splits=) at positions past
+// what one split takes alone: each split's warps walk several blocks of keys (a whole context in one split,
+// 1100 positions in 3 of ~367, 2000 in 2 of 1000), with both reduction paths and both caches.
+TEST_F(DecodeAttentionKernelTest, FewerSplitsMatchTheReference) {
+  check({{14, 2, 64, 1200, 0.125, 0}, 1100}, true, {0, 0, 1});
+  ASSERT_FALSE(HasFatalFailure());
+  check({{14, 2, 64, 1200, 0.125, 0}, 1100}, false, {0, 0, 3});
+  ASSERT_FALSE(HasFatalFailure());
+  halfCache_ = true;
+  check({{8, 2, 128, 2100, 0.088, 0}, 2000}, true, {0, 0, 2});
 }
 
 // Keys whose scores several lanes share (SCORE_LANES; codegen's default is 4 wherever it fits): powers of 2
@@ -328,15 +341,15 @@ TEST_F(DecodeAttentionKernelTest, KeysSharedByLanesMatchTheReference) {
   for (int64_t lanes : {1, 2, 8})
     for (const DecodeCase &c : cases) {
       if (c.spec.headDim / 4 % lanes != 0) continue; // head dim 16: 4 vec4s
-      check(c, true, 0, 0, {}, lanes);
+      check(c, true, {}, {}, lanes);
       ASSERT_FALSE(HasFatalFailure());
     }
   // Wider groups where the device's subgroups hold them (the H200's 32; lavapipe's 8 do not).
   if (ctx_->info().minSubgroupSize >= 32) {
-    check(cases[1], true, 1, 8, {}, 32);
+    check(cases[1], true, {1, 8}, {}, 32);
     ASSERT_FALSE(HasFatalFailure());
   }
-  if (ctx_->info().minSubgroupSize >= 16) check(cases[0], true, 1, 2, {}, 16);
+  if (ctx_->info().minSubgroupSize >= 16) check(cases[0], true, {1, 2}, {}, 16);
 }
 
 // gerbil-prefetch-weights: grid rows past the splits whose workgroups only read weights into the L2 leave
@@ -344,11 +357,11 @@ TEST_F(DecodeAttentionKernelTest, KeysSharedByLanesMatchTheReference) {
 // one, one over several rows of workers, words a page apart (address translations), all 8 bindings; with
 // both reduction paths.
 TEST_F(DecodeAttentionKernelTest, PrefetchingWorkgroupsLeaveTheResultAsItIs) {
-  check({{14, 2, 64, 400, 0.125, 0}, 130}, true, 0, 0, {{16}, {3 * 65536 + 4096}, {65536}, {4096}});
+  check({{14, 2, 64, 400, 0.125, 0}, 130}, true, {}, {{16}, {3 * 65536 + 4096}, {65536}, {4096}});
   ASSERT_FALSE(HasFatalFailure());
-  check({{32, 8, 128, 400, 0.088, 0}, 255}, false, 0, 0, {{100000}, {100000, 4096}});
+  check({{32, 8, 128, 400, 0.088, 0}, 255}, false, {}, {{100000}, {100000, 4096}});
   ASSERT_FALSE(HasFatalFailure());
-  check({{4, 1, 16, 400, 0.25, 0}, 31}, true, 0, 0,
+  check({{4, 1, 16, 400, 0.25, 0}, 31}, true, {},
         {{256 << 10}, {16, 4096}, {4096, 4096}, {8192, 4096}, {300 << 10, 65536}, {32}, {48}, {64, 32}});
 }
 
@@ -363,7 +376,7 @@ TEST_F(DecodeAttentionKernelTest, HalfCacheMatchesTheReference) {
                               {{6, 2, 18, 400, 0.2, 0}, 45}};
   checkEach(cases);
   ASSERT_FALSE(HasFatalFailure());
-  check(cases[1], true, 0, 0, {}, 1);
+  check(cases[1], true, {}, {}, 1);
   ASSERT_FALSE(HasFatalFailure());
   check(cases[0], false);
 }
@@ -520,7 +533,7 @@ TEST(AttentionKernelSpec, PrefetchAddsBindingsAndRowsOfWorkers) {
   ASSERT_LE(plain.source.workgroup[0], 256); // so that each invocation of a worker issues 16 loads
   const int64_t workerBytes = 16 * 16 * plain.source.workgroup[0];
   codegen::DecodeAttentionKernel prefetching =
-      codegen::decodeAttentionKernel(spec, true, 0, 0, {{workerBytes * 20 + 16}, {32}});
+      codegen::decodeAttentionKernel(spec, true, {}, {{workerBytes * 20 + 16}, {32}});
   ASSERT_EQ(prefetching.source.bindings.size(), plain.source.bindings.size() + 2);
   EXPECT_EQ(prefetching.source.bindings.back().name, "prefetch1");
   // 21 + 1 workers on rows of 14 columns: two rows past the splits.
@@ -528,25 +541,25 @@ TEST(AttentionKernelSpec, PrefetchAddsBindingsAndRowsOfWorkers) {
   EXPECT_EQ(prefetching.grid[1], plain.grid[1] + 2);
   // Words a page apart: a worker's reads span 16 · workerBytes / 16 pages of 4 KiB... 50 pages, one worker.
   codegen::DecodeAttentionKernel touching =
-      codegen::decodeAttentionKernel(spec, true, 0, 0, {{50 * 4096, 4096}});
+      codegen::decodeAttentionKernel(spec, true, {}, {{50 * 4096, 4096}});
   EXPECT_EQ(touching.grid[1], plain.grid[1] + 1);
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, std::vector<codegen::PrefetchRange>(9, {32})),
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, {}, std::vector<codegen::PrefetchRange>(9, {32})),
                codegen::CodegenError);
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{24}}), codegen::CodegenError);
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{0}}), codegen::CodegenError);
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{32, 8}}), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, {}, {{24}}), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, {}, {{0}}), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, {}, {{32, 8}}), codegen::CodegenError);
   // More rows of workers than the 65535 every device dispatches along y.
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {{workerBytes * 14 * 65535}}),
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, {}, {{workerBytes * 14 * 65535}}),
                codegen::CodegenError);
 }
 
 TEST(AttentionKernelSpec, ScoreLanesMustDivideTheRow) {
   const codegen::AttentionSpec spec{14, 2, 64, 1024, 0.125, 0};
-  EXPECT_NO_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {}, 16));
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {}, 32), codegen::CodegenError); // 16 vec4s
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, 0, 0, {}, 3), codegen::CodegenError);
-  EXPECT_THROW(codegen::decodeAttentionKernel(spec, false, 0, 0, {}, 4), codegen::CodegenError);
-  EXPECT_THROW(codegen::decodeAttentionKernel({4, 2, 256, 400, 0.06, 0}, true, 0, 0, {}, 4),
+  EXPECT_NO_THROW(codegen::decodeAttentionKernel(spec, true, {}, {}, 16));
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, {}, {}, 32), codegen::CodegenError); // 16 vec4s
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, true, {}, {}, 3), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel(spec, false, {}, {}, 4), codegen::CodegenError);
+  EXPECT_THROW(codegen::decodeAttentionKernel({4, 2, 256, 400, 0.06, 0}, true, {}, {}, 4),
                codegen::CodegenError);
   const std::string glsl = codegen::writeKernel(codegen::decodeAttentionKernel(spec, true).source);
   EXPECT_NE(glsl.find("#define SCORE_LANES 4"), std::string::npos);

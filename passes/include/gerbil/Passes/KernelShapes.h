@@ -177,13 +177,17 @@ inline constexpr int64_t decodeAttentionSharedBytes(int64_t headDim, int64_t que
          2 * warps * queryHeads * 4 + splits * queryHeads * 4 + queryHeads * 4 + 4 +
          std::max<int64_t>(queryHeads * (workgroup / 4), workgroup) * 4;
 }
-// halfCache: the KV cache holds f16. queryHeads and warps, where not 0, replace the catalog's choice
-// (gerbil-kernel-bench's variants to tune with, gerbilc's @decode-query-heads): queryHeads must divide
-// heads / kvHeads (else the catalog's is kept), and the caller checks that the shared memory of `warps`
-// fits its device.
+// What a caller may choose of the decode attention's shape instead of the catalog, where not 0
+// (gerbil-kernel-bench's variants to tune with; gerbilc's @decode-query-heads= and @decode-splits=).
+struct DecodeAttentionChoice {
+  int64_t queryHeads = 0; // must divide heads / kvHeads, else the catalog's is kept
+  int64_t warps = 0;      // the caller checks that their shared memory fits its device
+  int64_t splits = 0;     // the most workgroups a kv head's cached positions are cut between
+};
+// halfCache: the KV cache holds f16; `choice` replaces the catalog's query heads, warps or splits.
 inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim,
                                                  bool halfCache, int64_t positions = 0,
-                                                 int64_t queryHeads = 0, int64_t warps = 0) {
+                                                 const DecodeAttentionChoice &choice = {}) {
   DecodeAttentionShape shape{};
   int64_t group = heads / kvHeads;
   shape.queryHeads = 1;
@@ -201,14 +205,15 @@ inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads,
         shape.queryHeads = q;
         break;
       }
-  if (queryHeads > 0 && group % queryHeads == 0) shape.queryHeads = queryHeads;
+  if (choice.queryHeads > 0 && group % choice.queryHeads == 0) shape.queryHeads = choice.queryHeads;
   shape.headGroups = group / shape.queryHeads;
   shape.splits = std::clamp<int64_t>(512 / (kvHeads * shape.headGroups), 1, 64);
+  if (choice.splits > 0) shape.splits = choice.splits;
   shape.warps = 8;
   while (shape.warps > 1 && decodeAttentionSharedBytes(headDim, shape.queryHeads, shape.warps, shape.splits) >
                                 kDecodeAttentionSharedBudget)
     shape.warps /= 2;
-  if (warps > 0) shape.warps = warps;
+  if (choice.warps > 0) shape.warps = choice.warps;
   shape.workgroup = shape.warps * kDecodeAttentionLanes;
   shape.minChunk = shape.warps * kDecodeAttentionLanes;
   if (positions > 0) shape.splits = std::min(shape.splits, (positions + shape.minChunk - 1) / shape.minChunk);

@@ -5,6 +5,8 @@
 // driver picks a profile for `--target auto` from a device query without MLIR.
 #pragma once
 
+#include "gerbil/Passes/KernelShapes.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -67,10 +69,10 @@ struct TargetProfile {
   // nvidia@qkv=TILING), and the wide plain projections' (nvidia@wide=TILING: see coopTilingFor).
   std::optional<CoopMatMulTiling> gateUpTiling = std::nullopt, qkvTiling = std::nullopt,
                                   wideTiling = std::nullopt;
-  // The decode attention's query heads a workgroup where --target names them (nvidia@decode-query-heads=N,
-  // to time in the model); 0, or a count that does not divide a kv head's query heads: the catalog's
-  // (decodeAttentionShape).
-  int64_t decodeQueryHeads = 0;
+  // The decode attention's query heads a workgroup and splits where --target names them
+  // (nvidia@decode-query-heads=N, nvidia@decode-splits=N, to time in the model); 0, or query heads that do
+  // not divide a kv head's: the catalog's (decodeAttentionShape).
+  DecodeAttentionChoice decodeAttention = {};
 };
 
 // NVIDIA's PCI vendor id.
@@ -314,8 +316,8 @@ inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
 // for every matmul, and/or "@gate-up=TILING" for the grouped gate/up projections (never split),
 // "@qkv=TILING" for the grouped q/k/v (split or not) and "@wide=TILING" for the wide plain projections (see
 // coopTilingFor), each at most once, after the first if it is given ("nvidia:TILING@gate-up=TILING@qkv=
-// TILING"), and for any profile "@decode-query-heads=N" (1 to 64) for the decode attention, to tune on a
-// device. std::nullopt when it does not parse.
+// TILING"), and for any profile "@decode-query-heads=N" and "@decode-splits=N" (1 to 64 each, at most once)
+// for the decode attention, to tune on a device. std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   const size_t at = spec.find('@'), colon = spec.substr(0, at).find(':');
   const TargetProfile *base = findTargetProfile(spec.substr(0, std::min(colon, at)));
@@ -334,14 +336,19 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   for (size_t from = at; from != std::string_view::npos;) {
     const size_t next = spec.find('@', from + 1);
     const std::string_view part = spec.substr(from, next == std::string_view::npos ? next : next - from);
-    if (constexpr std::string_view heads = "@decode-query-heads="; part.starts_with(heads)) {
-      const std::string_view digits = part.substr(heads.size());
+    const std::pair<std::string_view, int64_t *> counts[] = {
+        {"@decode-query-heads=", &profile.decodeAttention.queryHeads},
+        {"@decode-splits=", &profile.decodeAttention.splits}};
+    if (const auto *which = std::find_if(std::begin(counts), std::end(counts),
+                                         [&](const auto &c) { return part.starts_with(c.first); });
+        which != std::end(counts)) {
+      const std::string_view digits = part.substr(which->first.size());
       int64_t count = 0;
       const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
       if (error != std::errc() || end != digits.data() + digits.size() || count < 1 || count > 64 ||
-          profile.decodeQueryHeads != 0)
+          *which->second != 0)
         return std::nullopt;
-      profile.decodeQueryHeads = count;
+      *which->second = count;
       from = next;
       continue;
     }
