@@ -154,8 +154,9 @@ inline constexpr int64_t coopAttentionKeySplits(int64_t heads) {
 // cached positions (at least minChunk = warps × 32 each), whose blocks of 32 keys its warps take in turn.
 // The warps' results are combined in shared memory, so that a context of up to minChunk positions needs no
 // hand-over between workgroups; longer ones spread over enough splits that kvHeads * headGroups * splits is
-// ~512 workgroups at long contexts, and no more than `positions` (the KV cache's; 0: unknown, as in dispatch
-// formation, which has no cache length) need. As many warps (8, 4, 2, 1) as fit kDecodeAttentionSharedBudget.
+// ~512 workgroups at long contexts (a target profile may aim at another count: DecodeAttentionChoice), and
+// no more than `positions` (the KV cache's; 0: unknown, as in dispatch formation, which has no cache
+// length) need. As many warps (8, 4, 2, 1) as fit kDecodeAttentionSharedBudget.
 inline constexpr int64_t kDecodeAttentionLanes = 32;
 inline constexpr int64_t kDecodeAttentionSharedBudget = 30 * 1024; // under lavapipe's 32 KiB
 struct DecodeAttentionShape {
@@ -183,7 +184,11 @@ struct DecodeAttentionChoice {
   int64_t queryHeads = 0; // must divide heads / kvHeads, else the catalog's is kept
   int64_t warps = 0;      // the caller checks that their shared memory fits its device
   int64_t splits = 0;     // the most workgroups a kv head's cached positions are cut between
+  // Without `splits`: the workgroups (columns × splits) a long context is spread over, which sets the
+  // splits (a target profile's; 0: kDecodeAttentionWorkgroups).
+  int64_t workgroups = 0;
 };
+inline constexpr int64_t kDecodeAttentionWorkgroups = 512;
 // halfCache: the KV cache holds f16; `choice` replaces the catalog's query heads, warps or splits.
 inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads, int64_t headDim,
                                                  bool halfCache, int64_t positions = 0,
@@ -207,7 +212,8 @@ inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads,
       }
   if (choice.queryHeads > 0 && group % choice.queryHeads == 0) shape.queryHeads = choice.queryHeads;
   shape.headGroups = group / shape.queryHeads;
-  shape.splits = std::clamp<int64_t>(512 / (kvHeads * shape.headGroups), 1, 64);
+  const int64_t workgroups = choice.workgroups > 0 ? choice.workgroups : kDecodeAttentionWorkgroups;
+  shape.splits = std::clamp<int64_t>(workgroups / (kvHeads * shape.headGroups), 1, 64);
   if (choice.splits > 0) shape.splits = choice.splits;
   shape.warps = 8;
   while (shape.warps > 1 && decodeAttentionSharedBytes(headDim, shape.queryHeads, shape.warps, shape.splits) >
