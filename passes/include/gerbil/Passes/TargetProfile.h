@@ -230,66 +230,48 @@ inline constexpr int64_t kNvidiaDecodeAttentionWorkgroups = kDecodeAttentionWork
 
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = [] {
-    std::vector<TargetProfile> list = {
-        {"generic", "any Vulkan 1.2 device: tiled f32 matmuls, no subgroup size assumed", false, 0, {}, {}},
-        // Hopper: 16×16×16 f16 fragments, 4 subgroups of 32 per workgroup, each 32 × 32 outputs, K in steps
-        // of 64 through one staging buffer (18 KiB of the 48 KiB of shared memory). Through the KHR
-        // extension: the same kernels prefilled 12-21% faster than through VK_NV_cooperative_matrix on the
-        // H200 (BENCHMARKS.md, 57da83f: Llama-3-8B 43.2 -> 37.3 ms; sweep bj).
-        {"nvidia",
-         "NVIDIA (Turing and later, drivers with VK_KHR_cooperative_matrix): prefill matmuls on tensor "
-         "cores, "
-         "subgroup size 32",
-         true,
-         32,
-         {64, 64, 64, 2, 2, 1},
-         {"VK_KHR_cooperative_matrix"},
-         false,
-         kNvidiaDecodePrefetchBytes,
-         kNvidiaDecodePrefetchPageBytes,
-         kNvidiaDecodePrefetchMaxLaunchBytes,
-         kNvidiaDecodePrefetchMinModelBytes,
-         kNvidiaDecodeLargeModelPrefetchBytes,
-         CooperativeMatrixApi::KHR,
-         kNvidiaVendorId},
-        // The nvidia profile's kernels through VK_NV_cooperative_matrix as written (before 57da83f's
-        // measurement, the default), for NVIDIA drivers without the KHR extension.
-        {"nvidia-nv",
-         "NVIDIA drivers without VK_KHR_cooperative_matrix: the nvidia kernels through "
-         "VK_NV_cooperative_matrix",
-         true,
-         32,
-         {64, 64, 64, 2, 2, 1},
-         {"VK_NV_cooperative_matrix"},
-         false,
-         kNvidiaDecodePrefetchBytes,
-         kNvidiaDecodePrefetchPageBytes,
-         kNvidiaDecodePrefetchMaxLaunchBytes,
-         kNvidiaDecodePrefetchMinModelBytes,
-         kNvidiaDecodeLargeModelPrefetchBytes,
-         CooperativeMatrixApi::NV,
-         kNvidiaVendorId},
-        // The nvidia profile's kernels and tilings (tuned on the H200), without its decode prefetch, which
-        // was measured there only.
-        {"khr",
-         "any device with VK_KHR_cooperative_matrix multiplying 16x16x16 f16 fragments into f32, subgroup "
-         "size "
-         "32: prefill matmuls on its matrix units",
-         true,
-         32,
-         {64, 64, 64, 2, 2, 1},
-         {"VK_KHR_cooperative_matrix"},
-         false,
-         0,
-         0,
-         0,
-         0,
-         0,
-         CooperativeMatrixApi::KHR},
-    };
-    for (TargetProfile &p : list)
-      if (p.vendorId == kNvidiaVendorId) p.decodeAttention.workgroups = kNvidiaDecodeAttentionWorkgroups;
-    return list;
+    const TargetProfile generic{
+        "generic", "any Vulkan 1.2 device: tiled f32 matmuls, no subgroup size assumed", false, 0, {}, {}};
+    // Hopper: 16×16×16 f16 fragments, 4 subgroups of 32 per workgroup, each 32 × 32 outputs, K in steps of
+    // 64 through one staging buffer (18 KiB of the 48 KiB of shared memory). Through the KHR extension: the
+    // same kernels prefilled 12-21% faster than through VK_NV_cooperative_matrix on the H200 (BENCHMARKS.md,
+    // 57da83f: Llama-3-8B 43.2 -> 37.3 ms; sweep bj).
+    TargetProfile nvidia{"nvidia",
+                         "NVIDIA (Turing and later, drivers with VK_KHR_cooperative_matrix): prefill matmuls "
+                         "on tensor cores, subgroup size 32",
+                         true,
+                         32,
+                         {64, 64, 64, 2, 2, 1},
+                         {"VK_KHR_cooperative_matrix"},
+                         false,
+                         kNvidiaDecodePrefetchBytes,
+                         kNvidiaDecodePrefetchPageBytes,
+                         kNvidiaDecodePrefetchMaxLaunchBytes,
+                         kNvidiaDecodePrefetchMinModelBytes,
+                         kNvidiaDecodeLargeModelPrefetchBytes,
+                         CooperativeMatrixApi::KHR,
+                         kNvidiaVendorId};
+    nvidia.decodeAttention.workgroups = kNvidiaDecodeAttentionWorkgroups;
+    // The nvidia profile's kernels through VK_NV_cooperative_matrix as written (before 57da83f's
+    // measurement, the default), for NVIDIA drivers without the KHR extension.
+    TargetProfile nvidiaNv = nvidia;
+    nvidiaNv.name = "nvidia-nv";
+    nvidiaNv.description = "NVIDIA drivers without VK_KHR_cooperative_matrix: the nvidia kernels through "
+                           "VK_NV_cooperative_matrix";
+    nvidiaNv.deviceExtensions = {"VK_NV_cooperative_matrix"};
+    nvidiaNv.cooperativeMatrixApi = CooperativeMatrixApi::NV;
+    // The nvidia profile's kernels and tilings (tuned on the H200), without its decode tuning, which was
+    // measured there only.
+    TargetProfile khr{
+        "khr",
+        "any device with VK_KHR_cooperative_matrix multiplying 16x16x16 f16 fragments into f32, "
+        "subgroup size 32: prefill matmuls on its matrix units",
+        true,
+        32,
+        {64, 64, 64, 2, 2, 1},
+        {"VK_KHR_cooperative_matrix"}};
+    khr.cooperativeMatrixApi = CooperativeMatrixApi::KHR;
+    return std::vector<TargetProfile>{generic, nvidia, nvidiaNv, khr};
   }();
   return profiles;
 }
