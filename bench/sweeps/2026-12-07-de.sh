@@ -11,7 +11,7 @@ O=/tmp/de
 mkdir -p $O
 nvidia-smi -L > "$O/gpu.txt"
 source bench/device-setup.sh
-OUT=$O timeout 150 bash bench/sweep.sh bench/sweeps/2026-12-07-de.txt > "$O/sweep-de.txt" 2>&1
+OUT=$O timeout 150 bash bench/sweep.sh ${DE_SWEEP:-bench/sweeps/2026-12-07-de.txt} > "$O/sweep-de.txt" 2>&1
 for model in ${DEPTH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
   $D/bin/gerbil-random-weights $D/plans/$model.plan -o /tmp/weights/$model --dtype f16 > "$O/$model.weights.txt" 2>&1
   for variant in ${DE_VARIANTS:-ctx4k s4 s8}; do
