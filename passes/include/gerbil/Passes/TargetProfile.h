@@ -225,8 +225,13 @@ inline constexpr int64_t kNvidiaDecodePrefetchPageBytes = 0;
 inline constexpr int64_t kNvidiaDecodePrefetchMaxLaunchBytes = 2ll << 20;
 inline constexpr int64_t kNvidiaDecodePrefetchMinModelBytes = 4ll << 30;
 inline constexpr int64_t kNvidiaDecodeLargeModelPrefetchBytes = 8ll << 20;
-// The decode attention's workgroups for long contexts on NVIDIA (DecodeAttentionChoice::workgroups).
-inline constexpr int64_t kNvidiaDecodeAttentionWorkgroups = kDecodeAttentionWorkgroups;
+// The decode attention's workgroups for long contexts on NVIDIA (DecodeAttentionChoice::workgroups): about
+// one wave of an H100's or H200's 132 multiprocessors. Sweep de and call de (H200, position 3840,
+// BENCHMARKS.md 2026-12-07): the 8B's shape 28.1 µs with 512 (15 splits, 480 workgroups of 232 registers,
+// one a multiprocessor) against 18.5 with 4 splits (128 workgroups), decode 208.8 -> 225.4 tok/s; the 1B's
+// 17.0 -> 14.0 µs (4 splits; 8: 13.3), 954 -> 1000 tok/s (8: 1012); Qwen2.5-0.5B's 11.2 -> 10.7 with 8
+// splits (112 workgroups), 1231 -> 1243 tok/s. Contexts up to 4 × 256 positions are cut as before.
+inline constexpr int64_t kNvidiaDecodeAttentionWorkgroups = 128;
 
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = [] {
