@@ -22,7 +22,6 @@ for model in ${DEPTH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
   run --prefill-depth 3584 --prompt-tokens 3840 --decode-tokens 128 --repeats 1 --profile > "$O/$model.deep-profile.json" 2>&1
   run --prefill-tokens 4096 --prompt-tokens 128 --decode-tokens 16 --repeats 2 > "$O/$model.pp4096.json" 2>&1
   rm -rf /tmp/weights/$model
-  ls "$O" > /dev/null
 done
 # The attentions alone at depth (sweep dd).
 timeout 120 bash bench/sweep.sh bench/sweeps/2026-12-07-dd.txt > "$O/sweep-dd.txt" 2>&1
