@@ -184,7 +184,7 @@ int main(int argc, char **argv) {
           {"--prompt-tokens + --decode-tokens", promptTokens + decodeTokens}})
       if (tokens > maxSequence)
         throw CLI::ValidationError(name, std::to_string(tokens) + " positions, more than the " +
-                                             std::to_string(plan.limits.maxSequence) + " of " + planPath +
+                                             std::to_string(maxSequence) + " of " + planPath +
                                              " (gerbilc --max-seq)");
 
     // Prefill: the best of `repeats` prompts, each in steps of the prefill chunk after `prefillDepth` tokens

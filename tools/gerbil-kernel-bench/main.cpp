@@ -418,8 +418,7 @@ int main(int argc, char **argv) {
   attention->add_option("--position", position, "The query's position (keys 0..position)");
   attention->add_option("--seq", sequence, "KV cache positions");
   mlir::gerbil::DecodeAttentionChoice decodeChoice;
-  int64_t &queryHeads = decodeChoice.queryHeads;
-  attention->add_option("--query-heads", queryHeads,
+  attention->add_option("--query-heads", decodeChoice.queryHeads,
                         "Query heads a workgroup (a divisor of heads / kv-heads; default: the catalog's)");
   attention
       ->add_option("--warps", decodeChoice.warps,
@@ -759,7 +758,7 @@ int main(int argc, char **argv) {
     } else {
       codegen::AttentionSpec spec{heads, kvHeads, headDim, sequence, 1.0 / std::sqrt(double(headDim)), 0};
       spec.halfCache = cacheType == plan::DType::F16; // the model's shape for its cache
-      if (queryHeads > 0 && (heads / kvHeads) % queryHeads != 0)
+      if (decodeChoice.queryHeads > 0 && (heads / kvHeads) % decodeChoice.queryHeads != 0)
         throw std::runtime_error("--query-heads must divide heads / kv-heads (" +
                                  std::to_string(heads / kvHeads) + ")");
       const std::vector<codegen::PrefetchRange> ranges = parsePrefetch(prefetch);

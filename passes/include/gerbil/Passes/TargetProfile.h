@@ -329,7 +329,7 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
     profile.coopTiling = *tiling;
     profile.tilingGiven = true;
   }
-  // The grouped and wide projections' own tilings, the decode attention's query heads.
+  // The grouped and wide projections' own tilings, the decode attention's query heads and splits.
   for (size_t from = at; from != std::string_view::npos;) {
     const size_t next = spec.find('@', from + 1);
     const std::string_view part = spec.substr(from, next == std::string_view::npos ? next : next - from);
