@@ -5,15 +5,21 @@
 
 namespace gerbil::codegen {
 namespace {
-// The catalog's shape, or one of `split` teams per pair (a variant to tune with).
-mlir::gerbil::GemvShape shapeOf(int64_t kDim, int64_t n, bool paired, int64_t split) {
-  return split ? mlir::gerbil::gemvShapeWithSplit(split, paired) : mlir::gerbil::gemvShape(kDim, n, paired);
+// The catalog's shape, or one of `split` teams per pair or `workgroup` invocations (variants to tune with).
+mlir::gerbil::GemvShape shapeOf(int64_t kDim, int64_t n, bool paired, int64_t split, int64_t workgroup) {
+  mlir::gerbil::GemvShape shape = split ? mlir::gerbil::gemvShapeWithSplit(split, paired, workgroup)
+                                        : mlir::gerbil::gemvShape(kDim, n, paired, workgroup);
+  if (shape.workgroup > 1024 || shape.workgroup % (32 * shape.split) != 0)
+    throw CodegenError("a gemv workgroup of " + std::to_string(shape.workgroup) +
+                       " invocations: at most 1024, a multiple of 32 invocations a team times " +
+                       std::to_string(shape.split) + " teams a pair");
+  return shape;
 }
 } // namespace
 
 void defineGemv(KernelSource &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights,
-                bool subgroupOps, int64_t split) {
-  mlir::gerbil::GemvShape shape = shapeOf(kDim, n, mode == "MODE_GATE_UP", split);
+                bool subgroupOps, int64_t split, int64_t workgroup) {
+  mlir::gerbil::GemvShape shape = shapeOf(kDim, n, mode == "MODE_GATE_UP", split, workgroup);
   auto define = [&](const std::string &name, const std::string &value) {
     k.defines.emplace_back(name, value);
   };
@@ -41,7 +47,7 @@ KernelSource gemvKernel(const GemvSpec &spec) {
     GroupedGemvSpec grouped;
     grouped.k = spec.k, grouped.n = spec.n, grouped.weight = spec.weight, grouped.norm = spec.norm;
     grouped.normWeighted = spec.normWeighted, grouped.eps = spec.eps, grouped.subgroupOps = spec.subgroupOps;
-    grouped.split = spec.split;
+    grouped.split = spec.split, grouped.workgroup = spec.workgroup;
     KernelSource k = groupedGemvKernel(grouped);
     if (!spec.prefetch.empty()) addGemvPrefetch(k, spec.prefetch, "store_result(0u, value)");
     return k;
@@ -57,14 +63,14 @@ KernelSource gemvKernel(const GemvSpec &spec) {
   define("RESIDUAL", spec.residual ? "1" : "0");
   define("ROW_FROM_PUSH", spec.rowFromPush ? "1" : "0");
   if (spec.norm) define("EPS", glslFloat(spec.eps));
-  defineGemv(k, "MODE_SINGLE", spec.k, spec.n, spec.weight, spec.subgroupOps, spec.split);
+  defineGemv(k, "MODE_SINGLE", spec.k, spec.n, spec.weight, spec.subgroupOps, spec.split, spec.workgroup);
   k.bindings.push_back({"x", Access::Read, plan::DType::F32});
   k.bindings.push_back({"w", Access::Read, spec.weight});
   if (spec.norm && spec.normWeighted) k.bindings.push_back({"g", Access::Read, plan::DType::F32});
   if (spec.residual) k.bindings.push_back({"residual", Access::Read, plan::DType::F32});
   k.bindings.push_back({"result", Access::Write, plan::DType::F32});
   if (spec.argmax) {
-    if (spec.residual || !spec.rowFromPush || spec.split || spec.maxSequence <= 0)
+    if (spec.residual || !spec.rowFromPush || spec.split || spec.workgroup || spec.maxSequence <= 0)
       throw CodegenError(
           "a gemv that picks the greedy token must be a logits projection (one row, from "
           "firstRow) with no residual, of the catalog's shape, and needs the maximum sequence length");
@@ -129,8 +135,9 @@ KernelSource groupedGemvKernel(const GroupedGemvSpec &spec) {
   }
   if (spec.qkv) {
     if (spec.split) throw CodegenError("the q/k/v gemv takes the catalog's teams a pair");
-    defineGemv(k, "MODE_QKV", spec.k, spec.nq + spec.nk + spec.nv, spec.weight, spec.subgroupOps);
-    mlir::gerbil::GemvShape shape = mlir::gerbil::qkvShape(spec.k, spec.nq, spec.nk, spec.nv);
+    defineGemv(k, "MODE_QKV", spec.k, spec.nq + spec.nk + spec.nv, spec.weight, spec.subgroupOps, 0,
+               spec.workgroup);
+    mlir::gerbil::GemvShape shape = mlir::gerbil::qkvShape(spec.k, spec.nq, spec.nk, spec.nv, spec.workgroup);
     auto groups = [&](int64_t n) { return uintValue((n + shape.rows - 1) / shape.rows); };
     define("N_Q", uintValue(spec.nq));
     define("N_K", uintValue(spec.nk));
@@ -159,7 +166,7 @@ KernelSource groupedGemvKernel(const GroupedGemvSpec &spec) {
     }
     if (headDim) define("HEAD_DIM", uintValue(headDim));
   } else {
-    defineGemv(k, "MODE_GATE_UP", spec.k, spec.n, spec.weight, spec.subgroupOps, spec.split);
+    defineGemv(k, "MODE_GATE_UP", spec.k, spec.n, spec.weight, spec.subgroupOps, spec.split, spec.workgroup);
     define("N", uintValue(spec.n));
     define("ACT_SILU", spec.gelu ? "0" : "1");
     define("GELU_TANH", spec.gelu && spec.geluTanh ? "1" : "0");
@@ -171,8 +178,9 @@ KernelSource groupedGemvKernel(const GroupedGemvSpec &spec) {
 
 std::array<uint32_t, 3> groupedGemvGrid(const GroupedGemvSpec &spec) {
   auto ceilDiv = [](int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); };
-  if (!spec.qkv) return {ceilDiv(spec.n, shapeOf(spec.k, spec.n, true, spec.split).outputs()), 1, 1};
-  const int64_t rows = mlir::gerbil::qkvShape(spec.k, spec.nq, spec.nk, spec.nv).rows;
+  if (!spec.qkv)
+    return {ceilDiv(spec.n, shapeOf(spec.k, spec.n, true, spec.split, spec.workgroup).outputs()), 1, 1};
+  const int64_t rows = mlir::gerbil::qkvShape(spec.k, spec.nq, spec.nk, spec.nv, spec.workgroup).rows;
   return {ceilDiv(spec.nq, rows) + ceilDiv(spec.nk, rows) + ceilDiv(spec.nv, rows), 1, 1};
 }
 
@@ -191,7 +199,7 @@ GemvScratch gemvScratch(const GemvSpec &spec) {
 
 std::array<uint32_t, 3> gemvGrid(const GemvSpec &spec) {
   if (spec.argmax) return {static_cast<uint32_t>(mlir::gerbil::gemvArgmaxGrid(spec.k, spec.n).groups), 1, 1};
-  mlir::gerbil::GemvShape shape = shapeOf(spec.k, spec.n, spec.gateUp, spec.split);
+  mlir::gerbil::GemvShape shape = shapeOf(spec.k, spec.n, spec.gateUp, spec.split, spec.workgroup);
   const int64_t workers = prefetchWorkers(spec.prefetch, shape.workgroup);
   return {static_cast<uint32_t>((spec.n + shape.outputs() - 1) / shape.outputs() + workers), 1, 1};
 }

@@ -14,7 +14,7 @@ namespace gerbil::codegen {
 // The mode-independent defines of gemv.glsl for a K -> N projection (N outputs; with MODE_GATE_UP, N gate/up
 // pairs): mode, rows per workgroup, teams per pair, load width and weight type; and the workgroup size.
 void defineGemv(KernelSource &k, const std::string &mode, int64_t kDim, int64_t n, plan::DType weights,
-                bool subgroupOps, int64_t split = 0);
+                bool subgroupOps, int64_t split = 0, int64_t workgroup = 0);
 
 // The 16-byte views of the input, the norm weight and the weight matrices (bindings x, g, w*).
 void addGemvViews(KernelSource &k);
@@ -29,6 +29,7 @@ struct GemvSpec {
   bool residual = false;
   bool subgroupOps = true;
   int64_t split = 0;   // teams per pair; 0: the catalog's (gemvShape), else a variant to tune with
+  int64_t workgroup = 0; // invocations a workgroup at least; 0: the catalog's (a variant to tune with)
   bool gateUp = false; // MODE_GATE_UP: n outputs silu(gate) * up of the weights w_gate, w_up (no residual)
   // MODE_SINGLE: the input and result rows are the firstRow push constant's (the logits projection, which
   // Plan::lastRowLogits runs on a prefill's last row), else row 0 (reading it cost the others ~0.5 µs).
@@ -75,6 +76,7 @@ struct GroupedGemvSpec {
   std::array<bool, 3> biases{};        // a bias for each part (q, k, v; gate, up)
   bool gelu = false, geluTanh = false; // MODE_GATE_UP's activation: SiLU unless gelu
   int64_t split = 0;                   // MODE_GATE_UP: teams per pair; 0: the catalog's (a variant to tune)
+  int64_t workgroup = 0;               // invocations a workgroup at least; 0: the catalog's (a variant)
   std::optional<RotarySpec> rope;      // MODE_QKV: q and k rotated
   // MODE_QKV: k and v written into the KV cache of this head_dim and maxSequence positions (bindings k_cache,
   // v_cache) instead of results of their own; 0: not.

@@ -379,6 +379,11 @@ int main(int argc, char **argv) {
   gemv->add_option("--k", k, "Reduction width");
   int64_t split = 0;
   gemv->add_option("--split", split, "Teams per pair of rows (default: the catalog's)");
+  int64_t gemvWorkgroup = 0;
+  gemv->add_option("--workgroup", gemvWorkgroup,
+                   "Invocations a workgroup at least, more pairs of rows each (default: the catalog's, 128 "
+                   "or one pair's teams)")
+      ->check(CLI::Range(int64_t{32}, int64_t{1024}));
   CLI::Option *gemvNorm = gemv->add_flag("--norm", norm, "RMSNorm prologue");
   bool normFolded = false;
   gemv->add_flag("--norm-folded", normFolded,
@@ -630,13 +635,13 @@ int main(int argc, char **argv) {
       codegen::GemvSpec spec;
       spec.k = k, spec.n = n, spec.weight = options.dtype, spec.norm = norm, spec.residual = residual,
       spec.eps = 1e-5;
-      spec.split = split;
+      spec.split = split, spec.workgroup = gemvWorkgroup;
       spec.gateUp = gateUp;
       spec.normWeighted = !normFolded;
       spec.subgroupOps = options.subgroupOps;
       if (gateUp && residual) throw CLI::ValidationError("--gate-up", "has no residual epilogue");
-      if (argmax && (residual || split))
-        throw CLI::ValidationError("--argmax", "takes neither --residual nor --split");
+      if (argmax && (residual || split || gemvWorkgroup))
+        throw CLI::ValidationError("--argmax", "takes neither --residual, --split nor --workgroup");
       spec.argmax = spec.rowFromPush = argmax;
       spec.maxSequence = 32; // the bench's state buffer holds 64 words
       spec.prefetch = parsePrefetch(prefetch);
@@ -647,7 +652,7 @@ int main(int argc, char **argv) {
         if (!spec.prefetch.empty()) throw CLI::ValidationError("--qkv", "has no prefetch workers");
         qkv.qkv = true, qkv.k = k, qkv.nq = n, qkv.nk = qkv.nv = qkvKv, qkv.weight = options.dtype;
         qkv.norm = norm, qkv.normWeighted = !normFolded, qkv.eps = 1e-5,
-        qkv.subgroupOps = options.subgroupOps;
+        qkv.subgroupOps = options.subgroupOps, qkv.workgroup = gemvWorkgroup;
         qkv.biases = {qkvBias, qkvBias, qkvBias};
         if (qkvHeadDim > 0) {
           if (n % qkvHeadDim != 0 || qkvKv % qkvHeadDim != 0 || qkvHeadDim % 2 != 0)
@@ -704,6 +709,7 @@ int main(int argc, char **argv) {
                   {"n", n},
                   {"k", k},
                   {"split", split},
+                  {"workgroup", source.workgroup[0]},
                   {"gate_up", gateUp},
                   {"argmax", argmax},
                   {"qkv_kv_rows", qkvKv},

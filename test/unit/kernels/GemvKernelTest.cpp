@@ -157,11 +157,12 @@ struct QkvCase {
 };
 class GroupedGemvKernelTest : public KernelTestBase {
 protected:
-  void checkQkv(const QkvCase &c) {
+  void checkQkv(const QkvCase &c, int64_t workgroup = 0) {
     const int64_t nq = c.heads * c.headDim, nkv = c.kvHeads * c.headDim, seq = 8, k = c.k;
     const uint32_t position = 5;
     codegen::GroupedGemvSpec spec;
     spec.qkv = true, spec.k = k, spec.nq = nq, spec.nk = nkv, spec.nv = nkv, spec.weight = c.weight;
+    spec.workgroup = workgroup;
     spec.norm = true, spec.normWeighted = c.normWeighted, spec.eps = 1e-5;
     spec.biases = {c.biases, c.biases, c.biases};
     if (c.rotaryDim) {
@@ -264,6 +265,29 @@ TEST_F(GroupedGemvKernelTest, QkvMatchesTheReference) {
     checkQkv(c);
     if (HasFatalFailure() || IsSkipped()) return;
   }
+}
+
+// gerbil-kernel-bench gemv --workgroup: more pairs of rows a workgroup (fewer workgroups) give the same sums,
+// the last workgroup's rows partly past the end; the q/k/v's rotary pairs and cache rows too.
+TEST_F(GemvKernelTest, WiderWorkgroupsMatchTheReference) {
+  for (int64_t workgroup : {256l, 512l, 1024l}) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{67, 520}, {40, 4864}}) {
+      codegen::GemvSpec spec;
+      spec.n = n, spec.k = k, spec.weight = plan::DType::F16, spec.norm = true, spec.residual = true,
+      spec.eps = 1e-5, spec.workgroup = workgroup;
+      checkGemv(spec);
+      if (HasFatalFailure() || IsSkipped()) return;
+    }
+  }
+  codegen::GemvSpec odd;
+  odd.n = 64, odd.k = 512, odd.split = 4, odd.workgroup = 192; // not a multiple of a pair's 4 teams
+  EXPECT_THROW(codegen::gemvKernel(odd), codegen::CodegenError);
+}
+
+TEST_F(GroupedGemvKernelTest, QkvInWiderWorkgroupsMatchesTheReference) {
+  checkQkv({200, 4, 2, 16, 16, true, true, false, true, plan::DType::F16}, 512);
+  if (HasFatalFailure() || IsSkipped()) return;
+  checkQkv({896, 2, 1, 16, 16, true, true, true, false, plan::DType::F16}, 1024);
 }
 
 // The group's binding order is what PlanBuilder maps to values by name: an embedding table as the input

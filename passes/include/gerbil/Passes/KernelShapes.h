@@ -56,16 +56,17 @@ struct GemvShape {
   bool pairedRows = false;
   int64_t outputs() const { return pairedRows ? rows / 2 : rows; } // per workgroup
 };
-// The shape of `split` teams per pair.
-inline GemvShape gemvShapeWithSplit(int64_t split, bool pairedRows) {
+// The shape of `split` teams per pair, in workgroups of at least `workgroup` invocations (0: 128; more
+// pairs a workgroup, so fewer workgroups: a variant to tune with, gerbil-kernel-bench gemv --workgroup).
+inline GemvShape gemvShapeWithSplit(int64_t split, bool pairedRows, int64_t workgroup = 0) {
   GemvShape shape;
   shape.pairedRows = pairedRows;
   shape.split = split;
-  shape.workgroup = std::max<int64_t>(128, 32 * split);
+  shape.workgroup = std::max<int64_t>(workgroup ? workgroup : 128, 32 * split);
   shape.rows = 2 * shape.workgroup / (32 * split);
   return shape;
 }
-inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
+inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows, int64_t workgroup = 0) {
   const int64_t pairs = pairedRows ? n : (n + 1) / 2;
   const int64_t loads = (k + 7) / 8; // 16-byte loads per row of 16-bit weights
   int64_t split = 1;
@@ -75,11 +76,11 @@ inline GemvShape gemvShape(int64_t k, int64_t n, bool pairedRows) {
   // two), and four where that still keeps within 2048 pairs, though a team's lanes then outnumber the row's
   // loads (sweeps cw, cx, H100: the o 4.95 -> 4.6 us, 1152 such rows 5.3 -> 4.9; eight no better).
   if (split == 1 && loads >= 32 * 2 && pairs * 2 <= 8192) split = pairs * 4 <= 8192 ? 4 : 2;
-  return gemvShapeWithSplit(split, pairedRows);
+  return gemvShapeWithSplit(split, pairedRows, workgroup);
 }
 // The grouped q/k/v gemv: the shape of one projection of all their rows (rotary pairs stay in a workgroup).
-inline GemvShape qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv) {
-  return gemvShape(k, nq + nk + nv, false);
+inline GemvShape qkvShape(int64_t k, int64_t nq, int64_t nk, int64_t nv, int64_t workgroup = 0) {
+  return gemvShape(k, nq + nk + nv, false, workgroup);
 }
 
 // The workgroups of a launch that picks the greedy token hand their candidates up a tree of counters
