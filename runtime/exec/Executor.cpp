@@ -289,6 +289,23 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   return logits;
 }
 
+std::vector<float> Executor::prefill(std::span<const int32_t> prompt, Logits wanted,
+                                     const std::function<void()> &afterStep) {
+  if (prompt.empty()) throw RuntimeError("the prompt is empty");
+  const size_t chunk = plan_.limits.prefillChunk;
+  std::vector<float> logits;
+  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+    const size_t end = std::min(prompt.size(), begin + chunk);
+    // Only the last step's last row matters for Logits::Last: the steps before it compute none.
+    const Logits stepWanted = wanted == Logits::Last && end < prompt.size() ? Logits::None : wanted;
+    std::vector<float> rows =
+        step(std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end), stepWanted);
+    logits.insert(logits.end(), rows.begin(), rows.end());
+    if (afterStep) afterStep();
+  }
+  return logits;
+}
+
 VkCommandBuffer Executor::recordedDecodeSteps(uint32_t count, uint32_t slot, uint32_t samplerStages) {
   VkCommandBuffer &cmd = recordedDecode_[{count, slot, samplerStages}];
   if (!cmd) {

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <tuple>
@@ -44,6 +45,12 @@ public:
   std::vector<float> step(const std::vector<int32_t> &tokens, bool allRows) {
     return step(tokens, allRows ? Logits::All : Logits::Last);
   }
+
+  // A prompt of any length from position(), in steps of the plan's prefill chunk (the last one shorter).
+  // Returns the logits asked for: every row of the prompt, its last row, or none. afterStep, where given,
+  // runs after each step (to read its lastStepGpuMs). Throws RuntimeError, for an empty prompt too.
+  std::vector<float> prefill(std::span<const int32_t> prompt, Logits wanted,
+                             const std::function<void()> &afterStep = {});
 
   // The GPU argmax's token after the last step (plans with gpuArgmax).
   int32_t greedyToken();

@@ -31,16 +31,10 @@ GenerationResult generate(Executor &executor, const std::vector<int32_t> &prompt
   const Logits wanted = options.keepLogits ? Logits::All : onGpu ? Logits::None : Logits::Last;
   if (gpuSampling) executor.setSampling(options.sampling, options.sampling.context);
 
-  // Prefill in chunks of the plan's prefill size.
   auto prefillStart = Clock::now();
-  std::vector<float> last;
-  for (size_t begin = 0; begin < prompt.size(); begin += plan.limits.prefillChunk) {
-    size_t end = std::min(prompt.size(), begin + plan.limits.prefillChunk);
-    std::vector<int32_t> chunk(prompt.begin() + begin, prompt.begin() + end);
-    std::vector<float> logits = executor.step(chunk, wanted);
-    if (options.keepLogits) result.promptLogits.insert(result.promptLogits.end(), logits.begin(), logits.end());
-    if (!onGpu) last.assign(logits.end() - vocab, logits.end());
-  }
+  std::vector<float> logits = executor.prefill(prompt, wanted), last;
+  if (!onGpu) last.assign(logits.end() - vocab, logits.end());
+  if (options.keepLogits) result.promptLogits = std::move(logits);
   result.prefillMs = msSince(prefillStart);
 
   auto decodeStart = Clock::now();

@@ -41,19 +41,6 @@ std::string family(const std::string &label) {
   return label;
 }
 
-// Runs `tokens` from the executor's position in steps of at most `chunk`, as generation runs a prompt; adds
-// the steps' GPU and recording times to the given sums.
-void runInSteps(gerbil::exec::Executor &executor, const std::vector<int32_t> &tokens, size_t chunk,
-                double *gpuMs = nullptr, double *recordMs = nullptr) {
-  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
-    const size_t end = std::min(tokens.size(), begin + chunk);
-    executor.step(std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end),
-                  gerbil::exec::Logits::None);
-    if (gpuMs) *gpuMs += executor.lastStepGpuMs();
-    if (recordMs) *recordMs += executor.lastStepRecordMs();
-  }
-}
-
 nlohmann::json profile(gerbil::exec::Executor &executor, const gerbil::plan::Plan &plan,
                        const std::vector<gerbil::plan::Dispatch> &schedule, const std::vector<int32_t> &tokens) {
   executor.setProfiling(true);
@@ -196,7 +183,7 @@ int main(int argc, char **argv) {
                                          prefillPrompt.begin() + std::min(prefillTokens, chunk));
     auto startAtDepth = [&] {
       executor.reset();
-      runInSteps(executor, depthPrompt, chunk);
+      if (!depthPrompt.empty()) executor.prefill(depthPrompt, gerbil::exec::Logits::None);
     };
     for (auto warmStart = Clock::now(); msSince(warmStart) < warmUpMs;) {
       executor.reset();
@@ -207,7 +194,10 @@ int main(int argc, char **argv) {
       startAtDepth();
       double gpuMs = 0, recordMs = 0;
       auto start = Clock::now();
-      runInSteps(executor, prefillPrompt, chunk, &gpuMs, &recordMs);
+      executor.prefill(prefillPrompt, gerbil::exec::Logits::None, [&] {
+        gpuMs += executor.lastStepGpuMs();
+        recordMs += executor.lastStepRecordMs();
+      });
       double ms = msSince(start);
       if (r > 0) {
         prefillMs = std::min(prefillMs, ms);
@@ -274,7 +264,7 @@ int main(int argc, char **argv) {
       startAtDepth();
       result["profile_prefill"] = profile(executor, plan, plan.prefill, firstStep);
       executor.reset();
-      runInSteps(executor, prompt, chunk);
+      executor.prefill(prompt, gerbil::exec::Logits::None);
       result["profile_decode"] = profile(executor, plan, plan.decode, {1});
     }
     if (json) {
