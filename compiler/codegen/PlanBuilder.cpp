@@ -511,6 +511,7 @@ private:
             GemvSpec spec;
             shapeOf(spec);
             spec.subgroupOps = options_.subgroupOps;
+            spec.workgroup = profile_->decodeGemvWorkgroup; // as the catalog's decode grid has it
             spec.rowFromPush = holdsOneOp(dispatch) && producesLogits(dispatch);
             requireF32Norm(m, spec, "dispatch '" + locationName(dispatch.getLoc()) + "'");
             takeLinearKernel(gemvKernel(spec));
@@ -776,6 +777,7 @@ private:
     spec.normWeighted = !groupNormFolded(projections, label);
     if (spec.norm) spec.eps = linear.getEps()->convertToDouble();
     spec.subgroupOps = options_.subgroupOps;
+    spec.workgroup = profile_->decodeGemvWorkgroup; // as groupDecodeKernel has it
     for (size_t i = 0; i < g.biases.size() && i < spec.biases.size(); ++i) spec.biases[i] = bool(g.biases[i]);
     if (g.embedding) {
       spec.embedding = true;

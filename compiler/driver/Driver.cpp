@@ -144,7 +144,8 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
         << "auto; a cooperative-matrix profile may add its tiling, e.g. nvidia:128x128x32:2x4, or its "
            "gate/up, q/k/v or wide plain projections', e.g. nvidia@gate-up=128x192x64:4x2, "
            "nvidia@qkv=128x128x64:4x4:1:2 or nvidia@wide=128x128x64:2x4:1; or the decode attention's "
-           "query heads a workgroup or splits, e.g. nvidia@decode-query-heads=1@decode-splits=4)\n";
+           "query heads a workgroup or splits, e.g. nvidia@decode-query-heads=1@decode-splits=4; or the "
+           "decode gemvs' workgroup size, e.g. nvidia@gemv-workgroup=512)\n";
     return kExitUsage;
   }
   if (options.emit != "plan" && options.emit != "mlir" && options.emit != "mlir-opt" &&

@@ -33,8 +33,16 @@ struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDis
     });
     for (Operation *op : computations)
       if (failed(wrap(op))) return signalPassFailure();
-    // The grouping passes' dispatches: prefill as one launch where the target allows it.
+    // The grouping passes' dispatches: decode in the target's gemv workgroups where it names them, prefill
+    // as one launch where the target allows it (else the group's grid is its decode grid).
     getOperation().walk([&](DispatchOp group) {
+      if (std::optional<KernelChoice> decode = groupDecodeKernel(group, *profile_)) {
+        group.setKernel(decode->kernel);
+        group.setGrid(decode->grid);
+        group.setWorkgroup(decode->workgroup);
+        group.setDecodeGridAttr(AffineMapAttr::get(*decode->decodeGrid));
+        group.setDecodeWorkgroup(decode->decodeWorkgroup);
+      }
       if (std::optional<KernelChoice> prefill = groupPrefillKernel(group, *profile_)) {
         group.setKernel(prefill->kernel);
         group.setGrid(prefill->grid);

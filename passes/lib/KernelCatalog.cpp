@@ -68,14 +68,15 @@ int64_t ceilDiv(int64_t a, int64_t b) {
 }
 } // namespace
 
-KernelChoice mlir::gerbil::qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv) {
-  GemvShape shape = qkvShape(k, nq, nk, nv);
+KernelChoice mlir::gerbil::qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv,
+                                     int64_t workgroup) {
+  GemvShape shape = qkvShape(k, nq, nk, nv, workgroup);
   int64_t groups = ceilDiv(nq, shape.rows) + ceilDiv(nk, shape.rows) + ceilDiv(nv, shape.rows);
   return decodeOnly(ctx, kQKVKernel, shape.workgroup, groups);
 }
 
-KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n) {
-  GemvShape shape = gemvShape(k, n, true);
+KernelChoice mlir::gerbil::gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n, int64_t workgroup) {
+  GemvShape shape = gemvShape(k, n, true, workgroup);
   return decodeOnly(ctx, kGateUpKernel, shape.workgroup, ceilDiv(n, shape.outputs()));
 }
 
@@ -83,14 +84,35 @@ KernelChoice mlir::gerbil::logitsArgmaxKernel(MLIRContext *ctx, int64_t k, int64
   return decodeOnly(ctx, kLogitsArgmaxKernel, gemvShape(k, n, false).workgroup, gemvArgmaxGrid(k, n).groups);
 }
 
+namespace {
+// The projections of a grouped projection's dispatch (q, k, v or gate, up), in order; empty for other
+// dispatches.
+SmallVector<Operation *> groupProjections(DispatchOp group) {
+  const bool qkv = group.getKernel() == kQKVKernel, gateUp = group.getKernel() == kGateUpKernel;
+  SmallVector<Operation *> projections;
+  if (!qkv && !gateUp) return projections;
+  for (Operation &op : group.getBody().front().without_terminator())
+    if (isa<MatMulOp, LinearOp>(op)) projections.push_back(&op);
+  if (projections.size() != (qkv ? 3u : 2u)) projections.clear();
+  return projections;
+}
+} // namespace
+
+std::optional<KernelChoice> mlir::gerbil::groupDecodeKernel(DispatchOp group, const TargetProfile &profile) {
+  SmallVector<Operation *> projections = groupProjections(group);
+  if (projections.empty() || !profile.decodeGemvWorkgroup) return std::nullopt;
+  const int64_t k = rowWidth(projections.front()->getOperand(0)), wg = profile.decodeGemvWorkgroup;
+  auto rows = [&](size_t i) { return rowWidth(projections[i]->getResult(0)); };
+  return group.getKernel() == kQKVKernel ? qkvKernel(group.getContext(), k, rows(0), rows(1), rows(2), wg)
+                                         : gateUpKernel(group.getContext(), k, rows(0), wg);
+}
+
 std::optional<KernelChoice> mlir::gerbil::groupPrefillKernel(DispatchOp group, const TargetProfile &profile) {
   StringRef kernel = group.getKernel();
   const bool qkv = kernel == kQKVKernel, gateUp = kernel == kGateUpKernel;
   if (!(qkv || gateUp) || !profile.cooperativeMatrix) return std::nullopt;
-  SmallVector<Operation *> projections;
-  for (Operation &op : group.getBody().front().without_terminator())
-    if (isa<MatMulOp, LinearOp>(op)) projections.push_back(&op);
-  if (projections.size() != (qkv ? 3u : 2u)) return std::nullopt;
+  SmallVector<Operation *> projections = groupProjections(group);
+  if (projections.empty()) return std::nullopt;
   int64_t k = rowWidth(projections.front()->getOperand(0));
   for (Operation *p : projections)
     if (!usesCoopMatMul(profile, k) || !hasHalfWeights(p) ||
@@ -167,7 +189,7 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
           c = choice(ctx, family + kCoopSuffix, tiling.workgroup(), constant(coopTiles(tiling, n)),
                      tokens.ceilDiv(tiling.tileT), tiling.splitK);
         }
-        GemvShape gemv = gemvShape(k, n, false);
+        GemvShape gemv = gemvShape(k, n, false, profile.decodeGemvWorkgroup);
         c.decodeGrid = AffineMap::get(0, 1, {constant(ceilDiv(n, gemv.rows)), constant(1), constant(1)}, ctx);
         c.decodeWorkgroup = {gemv.workgroup, 1, 1};
         return c;

@@ -26,11 +26,16 @@ struct KernelChoice {
 
 // The grouped projections (gerbil-group-qkv, gerbil-group-gate-up): one gemv.glsl launch in decode over
 // all the group's weights. q/k/v: ceil(N / rows) workgroups for each of q, k and v (rotary pairs stay in one
-// workgroup). gate/up: ceil(N / outputs) workgroups.
+// workgroup). gate/up: ceil(N / outputs) workgroups. `workgroup`: gemvShape's least workgroup (0: its own).
 inline constexpr const char *kQKVKernel = "linear_qkv";
 inline constexpr const char *kGateUpKernel = "linear_gate_up";
-KernelChoice qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv);
-KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n);
+KernelChoice qkvKernel(MLIRContext *ctx, int64_t k, int64_t nq, int64_t nk, int64_t nv,
+                       int64_t workgroup = 0);
+KernelChoice gateUpKernel(MLIRContext *ctx, int64_t k, int64_t n, int64_t workgroup = 0);
+// A grouped projection's decode launch (kQKVKernel, kGateUpKernel) in the profile's gemv workgroups, where
+// it names them (TargetProfile::decodeGemvWorkgroup); std::nullopt otherwise, or for other dispatches. The
+// grouping passes choose without a target; dispatch formation applies the target's.
+std::optional<KernelChoice> groupDecodeKernel(DispatchOp group, const TargetProfile &profile);
 // The logits projection with the greedy argmax (gerbil-fuse-logits-argmax): one gemv.glsl launch in decode
 // that writes the logits and picks the token (gemvArgmaxGrid's workgroups); prefill runs both ops.
 inline constexpr const char *kLogitsArgmaxKernel = "linear_argmax";

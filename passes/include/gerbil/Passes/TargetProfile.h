@@ -74,6 +74,10 @@ struct TargetProfile {
   // not divide a kv head's: the catalog's (decodeAttentionShape). Its `workgroups`: the profile's aim for
   // long contexts.
   DecodeAttentionChoice decodeAttention = {};
+  // The decode gemvs' workgroups hold at least this many invocations, more pairs of rows each (gemvShape),
+  // where --target names it (PROFILE@gemv-workgroup=N, to time in the model); 0: the catalog's (128, or a
+  // pair's teams). The gemv that also picks the greedy token keeps the catalog's.
+  int64_t decodeGemvWorkgroup = 0;
 };
 
 // NVIDIA's PCI vendor id.
@@ -314,7 +318,8 @@ inline std::optional<CoopMatMulTiling> parseCoopTiling(std::string_view spec) {
 // "@qkv=TILING" for the grouped q/k/v (split or not) and "@wide=TILING" for the wide plain projections (see
 // coopTilingFor), each at most once, after the first if it is given ("nvidia:TILING@gate-up=TILING@qkv=
 // TILING"), and for any profile "@decode-query-heads=N" and "@decode-splits=N" (1 to 64 each, at most once)
-// for the decode attention, to tune on a device. std::nullopt when it does not parse.
+// for the decode attention and "@gemv-workgroup=N" (32 to 1024, a multiple of 32) for the decode gemvs, to
+// tune on a device. std::nullopt when it does not parse.
 inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   const size_t at = spec.find('@'), colon = spec.substr(0, at).find(':');
   const TargetProfile *base = findTargetProfile(spec.substr(0, std::min(colon, at)));
@@ -333,19 +338,24 @@ inline std::optional<TargetProfile> parseTarget(std::string_view spec) {
   for (size_t from = at; from != std::string_view::npos;) {
     const size_t next = spec.find('@', from + 1);
     const std::string_view part = spec.substr(from, next == std::string_view::npos ? next : next - from);
-    const std::pair<std::string_view, int64_t *> counts[] = {
-        {"@decode-query-heads=", &profile.decodeAttention.queryHeads},
-        {"@decode-splits=", &profile.decodeAttention.splits}};
-    if (const auto *which = std::find_if(std::begin(counts), std::end(counts),
-                                         [&](const auto &c) { return part.starts_with(c.first); });
+    struct Count {
+      std::string_view prefix;
+      int64_t *slot;
+      int64_t most, multipleOf;
+    };
+    const Count counts[] = {{"@decode-query-heads=", &profile.decodeAttention.queryHeads, 64, 1},
+                            {"@decode-splits=", &profile.decodeAttention.splits, 64, 1},
+                            {"@gemv-workgroup=", &profile.decodeGemvWorkgroup, 1024, 32}};
+    if (const Count *which = std::find_if(std::begin(counts), std::end(counts),
+                                          [&](const Count &c) { return part.starts_with(c.prefix); });
         which != std::end(counts)) {
-      const std::string_view digits = part.substr(which->first.size());
+      const std::string_view digits = part.substr(which->prefix.size());
       int64_t count = 0;
       const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
-      if (error != std::errc() || end != digits.data() + digits.size() || count < 1 || count > 64 ||
-          *which->second != 0)
+      if (error != std::errc() || end != digits.data() + digits.size() || count < 1 || count > which->most ||
+          count % which->multipleOf != 0 || *which->slot != 0)
         return std::nullopt;
-      *which->second = count;
+      *which->slot = count;
       from = next;
       continue;
     }
