@@ -20,6 +20,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace {
 
@@ -41,23 +42,42 @@ std::string family(const std::string &label) {
   return label;
 }
 
+// A profiled step's GPU time by kernel family, with the weight bytes its launches bind and the rate at which
+// they read them (what a decode gemv is held to). No rate where a launch binds none, or reads the token ids:
+// a gather (the embedding) reads rows of the table it binds, not all of it.
 nlohmann::json profile(gerbil::exec::Executor &executor, const gerbil::plan::Plan &plan,
                        const std::vector<gerbil::plan::Dispatch> &schedule, const std::vector<int32_t> &tokens) {
   executor.setProfiling(true);
   executor.step(tokens, gerbil::exec::Logits::None);
   executor.setProfiling(false);
-  std::map<std::string, std::pair<double, int>> byFamily;
+  struct Family {
+    double ms = 0;
+    int dispatches = 0;
+    uint64_t weightBytes = 0;
+    bool gathers = false;
+  };
+  std::map<std::string, Family> byFamily;
   const auto &ms = executor.lastDispatchMs();
   for (size_t i = 0; i < ms.size() && i < schedule.size(); ++i) {
-    auto &entry = byFamily[family(schedule[i].label)];
-    entry.first += ms[i];
-    entry.second += 1;
+    Family &entry = byFamily[family(schedule[i].label)];
+    entry.ms += ms[i];
+    entry.dispatches += 1;
+    std::set<uint32_t> weights; // each bound weight once, however many bindings name it
+    for (const gerbil::plan::Binding &b : schedule[i].bindings) {
+      if (b.kind == gerbil::plan::BufferKind::Weight && weights.insert(b.weight).second)
+        entry.weightBytes += plan.weights.at(b.weight).bytes();
+      entry.gathers |= b.kind == gerbil::plan::BufferKind::Input;
+    }
   }
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto &[name, value] : byFamily)
-    rows.push_back({{"kernel", name}, {"ms", value.first}, {"dispatches", value.second}});
+  for (const auto &[name, f] : byFamily) {
+    nlohmann::json row = {
+        {"kernel", name}, {"ms", f.ms}, {"dispatches", f.dispatches}, {"weight_bytes", f.weightBytes}};
+    if (f.weightBytes > 0 && f.ms > 0 && !f.gathers)
+      row["weight_gb_per_s"] = double(f.weightBytes) / (f.ms * 1e6);
+    rows.push_back(std::move(row));
+  }
   std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) { return a["ms"] > b["ms"]; });
-  (void)plan;
   return rows;
 }
 
@@ -282,9 +302,15 @@ int main(int argc, char **argv) {
       if (withProfile)
         for (const char *key : {"profile_decode", "profile_prefill"}) {
           std::printf("%s:\n", key);
-          for (const auto &row : result[key])
-            std::printf("  %-28s %8.3f ms  (%d dispatches)\n", row["kernel"].get<std::string>().c_str(),
-                        row["ms"].get<double>(), row["dispatches"].get<int>());
+          for (const auto &row : result[key]) {
+            const int dispatches = row["dispatches"].get<int>();
+            std::printf("  %-28s %8.3f ms  (%d dispatch%s", row["kernel"].get<std::string>().c_str(),
+                        row["ms"].get<double>(), dispatches, dispatches == 1 ? "" : "es");
+            if (row.contains("weight_gb_per_s"))
+              std::printf(", %.2f MB of weights at %.1f GB/s", row["weight_bytes"].get<double>() / 1e6,
+                          row["weight_gb_per_s"].get<double>());
+            std::printf(")\n");
+          }
         }
     }
     return 0;
