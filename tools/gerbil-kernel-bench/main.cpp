@@ -422,17 +422,24 @@ int main(int argc, char **argv) {
   attention->add_option("--head-dim", headDim);
   attention->add_option("--position", position, "The query's position (keys 0..position)");
   attention->add_option("--seq", sequence, "KV cache positions");
+  std::string decodeTarget = "nvidia";
+  attention
+      ->add_option("--target", decodeTarget,
+                   "The target profile that chooses the shape, as gerbilc's does (its aim for long "
+                   "contexts sets the splits; its @decode-... parts apply)")
+      ->capture_default_str();
   mlir::gerbil::DecodeAttentionChoice decodeChoice;
-  attention->add_option("--query-heads", decodeChoice.queryHeads,
-                        "Query heads a workgroup (a divisor of heads / kv-heads; default: the catalog's)");
+  attention->add_option(
+      "--query-heads", decodeChoice.queryHeads,
+      "Query heads a workgroup (a divisor of heads / kv-heads; default: the --target's choice)");
   attention
       ->add_option("--warps", decodeChoice.warps,
-                   "Warps of 32 a workgroup: 1, 2, 4, 8 or 16 (default: the catalog's)")
+                   "Warps of 32 a workgroup: 1, 2, 4, 8 or 16 (default: the --target's choice)")
       ->check(CLI::IsMember({1, 2, 4, 8, 16}));
   attention
       ->add_option(
           "--splits", decodeChoice.splits,
-          "The most workgroups a kv head's cached positions are cut between (default: the catalog's)")
+          "The most workgroups a kv head's cached positions are cut between (default: the --target's choice)")
       ->check(CLI::Range(1, 64));
   int64_t scoreLanes = 0;
   attention
@@ -772,8 +779,17 @@ int main(int argc, char **argv) {
         throw std::runtime_error("--score-lanes " + std::to_string(scoreLanes) +
                                  ": the device's subgroups may hold " +
                                  std::to_string(bench.info().minSubgroupSize) + " lanes");
+      // The profile's choice (as gerbilc makes it for that target; the decode attention needs none of its
+      // extensions), with what the options give in its place.
+      const std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(decodeTarget);
+      if (!profile) throw std::runtime_error("unknown target '" + decodeTarget + "'");
+      mlir::gerbil::DecodeAttentionChoice choice = profile->decodeAttention;
+      for (auto [given, slot] : {std::pair{decodeChoice.queryHeads, &choice.queryHeads},
+                                 {decodeChoice.warps, &choice.warps},
+                                 {decodeChoice.splits, &choice.splits}})
+        if (given > 0) *slot = given;
       codegen::DecodeAttentionKernel kernel =
-          codegen::decodeAttentionKernel(spec, options.subgroupOps, decodeChoice, ranges, scoreLanes);
+          codegen::decodeAttentionKernel(spec, options.subgroupOps, choice, ranges, scoreLanes);
       if (cacheType == plan::DType::F16) codegen::holdCacheInHalf(kernel.source);
       if (kernel.source.sharedMemoryBytes > bench.info().maxSharedMemoryBytes)
         throw std::runtime_error("the kernel's " + std::to_string(kernel.source.sharedMemoryBytes) +
@@ -800,7 +816,8 @@ int main(int argc, char **argv) {
            {"position", position},
            {"query_heads", kernel.shape.queryHeads}, // a workgroup's: the catalog's, or --query-heads
            {"warps", kernel.shape.warps},
-           {"splits", kernel.shape.splits}, // the most a kv head is cut between: the catalog's, or --splits
+           {"splits", kernel.shape.splits}, // the most a kv head is cut between: the profile's, or --splits
+           {"target", decodeTarget},
            {"workgroup_size", kernel.source.workgroup[0]},
            {"workgroups", kernel.grid[0] * kernel.grid[1]},
            {"score_lanes", scoreLanes ? scoreLanes : codegen::decodeScoreLanes(spec, options.subgroupOps)},
