@@ -97,6 +97,11 @@ def section(results, commit, title):
     if copy_tb:
         out.append(f"Roofline = weight bytes per decode token ÷ copy bandwidth ({copy_tb:.2f} TB/s, torch, read + "
                    "write counted, measured in the same call).")
+    profiles = [profile_line(n, runs[n]) for n in names if "+" not in n and " [" not in n and runs[n]]
+    profiles = [p for p in profiles if p]
+    if profiles:
+        out += ["", "Decode profile (`--profile`: µs a launch × launches a token, and the weight bytes' rate; the "
+                "timestamps add ~1 µs a launch):"] + profiles
     fixtures = load_json(os.path.join(results, "fixtures.json"))
     if isinstance(fixtures, list) and fixtures:
         failed = [f"{r.get('plan', r['fixture'])} {r['dtype']}" for r in fixtures if not r.get("passed")]
@@ -110,6 +115,22 @@ def section(results, commit, title):
                    f"{worst['f32']:.1e} in f32 (tolerance 1e-3), {worst['f16']:.3f} in f16 (tolerance 0.1).")
     out.append("")
     return date, "\n".join(out)
+
+
+def profile_line(name, run):
+    """The decode profile of a default plan in a line: each kernel family's µs a launch and, where the JSON
+    has it (gerbil-bench since d4569d9), the rate its launches read their weights at."""
+    rows = run.get("profile_decode") or []
+    parts = []
+    for row in rows:
+        per_launch = row["ms"] * 1000 / max(row["dispatches"], 1)
+        part = f"{row['kernel']} {per_launch:.1f}"
+        if row["dispatches"] > 1:
+            part += f" × {row['dispatches']}"
+        if "weight_gb_per_s" in row:
+            part += f" ({row['weight_gb_per_s']:.0f} GB/s)"
+        parts.append(part)
+    return f"- {name}: " + ", ".join(parts) if parts else None
 
 
 def splice(path, date, text, heading):
