@@ -35,7 +35,7 @@ for line in open(sys.argv[1]):
         print(f"mlp              {what:40} {' '.join(r['defines']):28} {r['us']:9.1f} us a phase {r['gb_per_s']:.0f} GB/s")
         continue
     shape = {"matmul": lambda: f"T{r['tokens']} N{r['n']} K{r['k']} {r['tiling']}" + (" gate/up" if r.get("gate_up") else "") + (" f16 x" if r.get("half_input") else ""),
-             "gemv": lambda: f"N{r['n']} K{r['k']} split {r['split']}{' gate/up' if r.get('gate_up') else ''}",
+             "gemv": lambda: f"N{r['n']} K{r['k']} split {r['split']}{' gate/up' if r.get('gate_up') else ''}{' qkv' if r.get('qkv_kv_rows') else ''}" + (f" wg {r['workgroup']}" if "workgroup" in r else ""),
              "attention-decode": lambda: f"H{r['heads']}/{r['kv_heads']} d{r['head_dim']} pos {r['position']}",
              "attention-prefill": lambda: f"H{r['heads']}/{r['kv_heads']} d{r['head_dim']} T{r['tokens']} at {r['position']} {r['target']} splits {r.get('key_splits', 1)}" + (" f16 out" if r.get("half_result") else "") + (f" key tile {r['key_tile']}" if r.get("key_tile") else "")}[r["kernel"]]()
     rate = f"{r['tflops']:.1f} TFLOP/s" if "tflops" in r else f"{r['gb_per_s']:.0f} GB/s"

@@ -43,8 +43,9 @@ std::string family(const std::string &label) {
 }
 
 // A profiled step's GPU time by kernel family, with the weight bytes its launches bind and the rate at which
-// they read them (what a decode gemv is held to). No rate where a launch binds none, or reads the token ids:
-// a gather (the embedding) reads rows of the table it binds, not all of it.
+// they read them (what a decode gemv is held to). The rate only where every launch is a projection (a
+// linear or matmul kernel) that reads no token ids: the others read part of what they bind (the embedding
+// its token's row, the attention's prefetch workers the next launch's first bytes).
 nlohmann::json profile(gerbil::exec::Executor &executor, const gerbil::plan::Plan &plan,
                        const std::vector<gerbil::plan::Dispatch> &schedule, const std::vector<int32_t> &tokens) {
   executor.setProfiling(true);
@@ -54,7 +55,7 @@ nlohmann::json profile(gerbil::exec::Executor &executor, const gerbil::plan::Pla
     double ms = 0;
     int dispatches = 0;
     uint64_t weightBytes = 0;
-    bool gathers = false;
+    bool readsPart = false; // a launch reads only part of the weights it binds
   };
   std::map<std::string, Family> byFamily;
   const auto &ms = executor.lastDispatchMs();
@@ -62,18 +63,20 @@ nlohmann::json profile(gerbil::exec::Executor &executor, const gerbil::plan::Pla
     Family &entry = byFamily[family(schedule[i].label)];
     entry.ms += ms[i];
     entry.dispatches += 1;
+    const std::string &kernel = plan.kernels.at(schedule[i].kernel).name;
+    entry.readsPart |= !kernel.starts_with("linear") && !kernel.starts_with("matmul");
     std::set<uint32_t> weights; // each bound weight once, however many bindings name it
     for (const gerbil::plan::Binding &b : schedule[i].bindings) {
       if (b.kind == gerbil::plan::BufferKind::Weight && weights.insert(b.weight).second)
         entry.weightBytes += plan.weights.at(b.weight).bytes();
-      entry.gathers |= b.kind == gerbil::plan::BufferKind::Input;
+      entry.readsPart |= b.kind == gerbil::plan::BufferKind::Input; // a gather by token id
     }
   }
   nlohmann::json rows = nlohmann::json::array();
   for (const auto &[name, f] : byFamily) {
     nlohmann::json row = {
         {"kernel", name}, {"ms", f.ms}, {"dispatches", f.dispatches}, {"weight_bytes", f.weightBytes}};
-    if (f.weightBytes > 0 && f.ms > 0 && !f.gathers)
+    if (f.weightBytes > 0 && f.ms > 0 && !f.readsPart)
       row["weight_gb_per_s"] = double(f.weightBytes) / (f.ms * 1e6);
     rows.push_back(std::move(row));
   }
