@@ -210,6 +210,7 @@ int compileModel(const CompileOptions &options, std::ostream &out, std::ostream 
     pipeline.weightDtype = options.weightDtype;
     pipeline.kvDtype = kvDtype;
     pipeline.maxTokens = prefillChunk;
+    pipeline.maxSequence = maxSequence;
     pipeline.target = target;
     pipeline.fuseLogitsArgmax = options.fuseLogitsArgmax;
     pipeline.fuseEmbedding = options.fuseEmbedding;

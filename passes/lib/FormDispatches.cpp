@@ -29,7 +29,7 @@ struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDis
     SmallVector<Operation *> computations;
     getOperation().walk([&](Operation *op) {
       if (op->getParentOfType<DispatchOp>() || isa<DispatchOp>(op)) return;
-      if (chooseKernel(op, *profile_)) computations.push_back(op);
+      if (chooseKernel(op, *profile_, maxSequence)) computations.push_back(op);
     });
     for (Operation *op : computations)
       if (failed(wrap(op))) return signalPassFailure();
@@ -52,7 +52,7 @@ struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDis
   }
 
   LogicalResult wrap(Operation *op) {
-    std::optional<KernelChoice> kernel = chooseKernel(op, *profile_);
+    std::optional<KernelChoice> kernel = chooseKernel(op, *profile_, maxSequence);
     OpBuilder builder(op);
     auto dispatch = builder.create<DispatchOp>(op->getLoc(), op->getResultTypes(), op->getOperands(),
                                                kernel->kernel, kernel->grid, kernel->workgroup);

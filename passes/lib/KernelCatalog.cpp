@@ -160,7 +160,8 @@ bool mlir::gerbil::usesCoopMatMul(const TargetProfile &profile, int64_t k) {
   return profile.cooperativeMatrix && k % kCoopMatMulLoad == 0;
 }
 
-std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const TargetProfile &profile) {
+std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const TargetProfile &profile,
+                                                       int64_t maxSequence) {
   MLIRContext *ctx = op->getContext();
   AffineExpr tokens = getAffineSymbolExpr(0, ctx);
   auto constant = [&](int64_t c) { return getAffineConstantExpr(c, ctx); };
@@ -219,8 +220,8 @@ std::optional<KernelChoice> mlir::gerbil::chooseKernel(Operation *op, const Targ
         auto cache = SymbolTable::lookupNearestSymbolFrom<KVCacheOp>(attn, attn.getCacheAttr());
         const bool halfCache = cache && cache.deviceElementType().isF16();
         DecodeAttentionShape d =
-            decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim(), halfCache, 0,
-                                 profile.decodeAttention);
+            decodeAttentionShape(attn.getNumHeads(), attn.getNumKvHeads(), attn.getHeadDim(), halfCache,
+                                 maxSequence, profile.decodeAttention);
         c.decodeGrid = AffineMap::get(
             0, 1, {constant(attn.getNumKvHeads() * d.headGroups), constant(d.splits), constant(1)}, ctx);
         c.decodeWorkgroup = {d.workgroup, 1, 1};

@@ -15,7 +15,8 @@ void mlir::gerbil::buildGerbilPipeline(OpPassManager &pm, const PipelineOptions 
     if (options.fuseLogitsArgmax) pm.addNestedPass<func::FuncOp>(createGerbilFuseLogitsArgmax());
     pm.addPass(createGerbilFoldNormWeights());
   }
-  pm.addNestedPass<func::FuncOp>(createGerbilFormDispatches(GerbilFormDispatchesOptions{options.target}));
+  pm.addNestedPass<func::FuncOp>(
+      createGerbilFormDispatches(GerbilFormDispatchesOptions{options.target, options.maxSequence}));
   std::optional<TargetProfile> profile = parseTarget(options.target);
   auto chosen = [&](int64_t given, int64_t TargetProfile::*field) {
     return given >= 0 ? given : profile ? (*profile).*field : 0;

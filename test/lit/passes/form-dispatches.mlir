@@ -32,3 +32,13 @@
 // COOP: #[[PREFILL:map[0-9]*]] = affine_map<()[s0] -> (3, s0 ceildiv 64, 1)>
 // COOP: gerbil.dispatch "linear_qkv_coop"({{.*}}) grid #[[PREFILL]] workgroup [128, 1, 1] {decode_grid = #{{.*}}, decode_workgroup = array<i64: 128, 1, 1>}
 // APART: gerbil.dispatch "linear_qkv"(
+
+// The decode attention's grid: the profile's aim (generic's 512 workgroups over the 2 query heads: 64 splits,
+// the most) unless the pass knows the KV cache's positions (gerbilc passes --max-seq), to which it cuts the
+// splits as codegen cuts its kernel's: 512 positions, 256 a workgroup of 8 warps, 2 splits.
+// RUN: gerbil-opt %S/Inputs/block.mlir --pass-pipeline='builtin.module(func.func(gerbil-form-dispatches))' | FileCheck %s --check-prefix=AIM
+// RUN: gerbil-opt %S/Inputs/block.mlir --pass-pipeline='builtin.module(func.func(gerbil-form-dispatches{max-seq=512}))' | FileCheck %s --check-prefix=CUT
+// AIM: #[[DECODE:map[0-9]*]] = affine_map<()[s0] -> (2, 64, 1)>
+// AIM: gerbil.dispatch "attention"({{.*}}decode_grid = #[[DECODE]],
+// CUT: #[[DECODE:map[0-9]*]] = affine_map<()[s0] -> (2, 2, 1)>
+// CUT: gerbil.dispatch "attention"({{.*}}decode_grid = #[[DECODE]],

@@ -73,8 +73,9 @@ Type weightDeviceType(Value v, Operation *from);
 bool isHalfType(Type dtype);
 
 // std::nullopt for ops that are not computations (weight_ref, func.return). `profile` chooses among the
-// kernel families of a target (the tensor-core matmul of `nvidia`).
-std::optional<KernelChoice> chooseKernel(Operation *op,
-                                         const TargetProfile &profile = targetProfiles().front());
+// kernel families of a target (the tensor-core matmul of `nvidia`); `maxSequence`, the KV cache's positions
+// where known (0: not), cuts the decode attention's splits to what the cache holds, as codegen does.
+std::optional<KernelChoice>
+chooseKernel(Operation *op, const TargetProfile &profile = targetProfiles().front(), int64_t maxSequence = 0);
 
 } // namespace mlir::gerbil

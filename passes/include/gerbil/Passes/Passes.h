@@ -18,6 +18,7 @@ struct PipelineOptions {
   std::string weightDtype = "f32";
   std::string kvDtype = "f32"; // what the KV cache holds
   int64_t maxTokens = 512;
+  int64_t maxSequence = 0; // the KV cache's positions (--max-seq); 0: not known
   bool fuse = true;
   std::string target = "generic"; // a TargetProfile name
   // gerbil-fuse-logits-argmax: on the H200 the LM head's gemv with the argmax took longer than the two

@@ -122,7 +122,10 @@ def GerbilFormDispatches : Pass<"gerbil-form-dispatches", "::mlir::func::FuncOp"
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"generic\"",
-           "Target profile (generic, nvidia): which kernel families the catalog chooses">
+           "Target profile (generic, nvidia): which kernel families the catalog chooses">,
+    Option<"maxSequence", "max-seq", "int64_t", /*default=*/"0",
+           "The KV cache's positions (gerbilc --max-seq), to which the decode attention's splits are cut "
+           "as codegen cuts them; 0: not known">
   ];
 }
 
