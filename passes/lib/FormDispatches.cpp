@@ -37,7 +37,6 @@ struct FormDispatchesPass : mlir::gerbil::impl::GerbilFormDispatchesBase<FormDis
     // as one launch where the target allows it (else the group's grid is its decode grid).
     getOperation().walk([&](DispatchOp group) {
       if (std::optional<KernelChoice> decode = groupDecodeKernel(group, *profile_)) {
-        group.setKernel(decode->kernel);
         group.setGrid(decode->grid);
         group.setWorkgroup(decode->workgroup);
         group.setDecodeGridAttr(AffineMapAttr::get(*decode->decodeGrid));

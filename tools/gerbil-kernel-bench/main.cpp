@@ -140,11 +140,13 @@ public:
   vk::Context &context() { return *ctx_; }
   codegen::ShaderCompiler &compiler() { return compiler_; }
 
-  // The profile of a --target this device can run; throws naming an unknown target or the missing extension.
-  mlir::gerbil::TargetProfile target(const std::string &spec) const {
+  // The profile of a --target this device can run; throws naming an unknown target or the missing extension
+  // (unless the kernel timed needs none of them: `withExtensions` false).
+  mlir::gerbil::TargetProfile target(const std::string &spec, bool withExtensions = true) const {
     std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(spec);
     if (!profile) throw std::runtime_error("unknown target '" + spec + "'");
-    for (const std::string &extension : profile->deviceExtensions)
+    for (const std::string &extension :
+         withExtensions ? profile->deviceExtensions : std::vector<std::string>{})
       if (!info().hasExtension(extension))
         throw std::runtime_error(info().name + " has no " + extension + " (target '" + spec + "')");
     return *profile;
@@ -781,9 +783,7 @@ int main(int argc, char **argv) {
                                  std::to_string(bench.info().minSubgroupSize) + " lanes");
       // The profile's choice (as gerbilc makes it for that target; the decode attention needs none of its
       // extensions), with what the options give in its place.
-      const std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(decodeTarget);
-      if (!profile) throw std::runtime_error("unknown target '" + decodeTarget + "'");
-      mlir::gerbil::DecodeAttentionChoice choice = profile->decodeAttention;
+      mlir::gerbil::DecodeAttentionChoice choice = bench.target(decodeTarget, false).decodeAttention;
       for (auto [given, slot] : {std::pair{decodeChoice.queryHeads, &choice.queryHeads},
                                  {decodeChoice.warps, &choice.warps},
                                  {decodeChoice.splits, &choice.splits}})
@@ -814,9 +814,9 @@ int main(int argc, char **argv) {
            {"kv_heads", kvHeads},
            {"head_dim", headDim},
            {"position", position},
-           {"query_heads", kernel.shape.queryHeads}, // a workgroup's: the catalog's, or --query-heads
+           {"query_heads", kernel.shape.queryHeads}, // a workgroup's: the target's, or --query-heads
            {"warps", kernel.shape.warps},
-           {"splits", kernel.shape.splits}, // the most a kv head is cut between: the profile's, or --splits
+           {"splits", kernel.shape.splits}, // the most a kv head is cut between: the target's, or --splits
            {"target", decodeTarget},
            {"workgroup_size", kernel.source.workgroup[0]},
            {"workgroups", kernel.grid[0] * kernel.grid[1]},
