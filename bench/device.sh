@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine in one call (see BENCHMARKS.md's opening): checks the fixtures against transformers'
 # references, benchmarks gerbil on real-size configs with random f16 weights, runs transformers on the same
-# configs and measures copy bandwidth. Everything it needs was put into .device/ by bench/prepare.sh.
+# configs, llama.cpp's Vulkan build too where bench/llama-cpp/fetch.sh packed it, and measures copy
+# bandwidth. Everything it needs was put into .device/ by bench/prepare.sh.
 # Results go to $OUT (one results.tgz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +65,17 @@ for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
       > $R/$model.variant-$n.txt 2>&1
   done
   rm -rf /tmp/weights/$model
+  # llama.cpp's Vulkan build on the same shapes, where bench/llama-cpp/fetch.sh packed it (SKIP_LLAMA_CPP=1:
+  # not): a GGUF of random f16 weights, timed as gerbil-bench times gerbil (LLAMA_CPP_TIMEOUT, default 300 s).
+  if [ -f $D/llama-cpp.tar.xz ] && [ -z "${SKIP_LLAMA_CPP:-}" ]; then
+    [ -x /tmp/llama-cpp/llama-cpp-bench ] || tar xJf $D/llama-cpp.tar.xz -C /tmp
+    mkdir -p /tmp/gguf
+    python3 bench/llama-cpp/gguf_random.py test/fixtures/configs/$model.json -o /tmp/gguf/$model.gguf \
+      > $R/$model.llamacpp.err 2>&1 &&
+      timeout ${LLAMA_CPP_TIMEOUT:-300} /tmp/llama-cpp/llama-cpp-bench /tmp/gguf/$model.gguf --libs /tmp/llama-cpp \
+        > $R/$model.llamacpp.json 2>> $R/$model.llamacpp.err
+    rm -rf /tmp/gguf
+  fi
   # What is measured so far comes back even if a later model or the baseline runs out of time.
   tar czf "$OUT/results.tgz" -C $R .
 done

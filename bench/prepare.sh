@@ -74,6 +74,10 @@ if [ -z "$(ls $D/gl/*.deb 2>/dev/null)" ]; then
   apt-get $o update -q
   (cd $D/gl && apt-get $o download libvulkan1 libglvnd0 libglx0 libegl1 libopengl0 libgl1 libgles2)
 fi
+# llama.cpp's Vulkan build for device.sh to time beside gerbil (LLAMA_CPP=0: not; it needs the npm registry).
+if [ "${LLAMA_CPP:-1}" != 0 ]; then
+  bash bench/llama-cpp/fetch.sh || echo "prepare.sh: no llama.cpp for device.sh (bench/llama-cpp/fetch.sh failed)" >&2
+fi
 cp test/fixtures/specs/*.json $D/specs/ 2>/dev/null || true
 [ -f $D/make_reference.py ] || cp ../shared/tools/make_reference.py $D/ 2>/dev/null || true
 # What travels to the GPU machine (the tree's ~25 MB and .device) must stay under 64 MiB: with a few plan

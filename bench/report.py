@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Turns the results of bench/device.sh (a folder: machine.txt, MODEL.gerbil.json, transformers.json,
-fixtures.json) into a dated section of BENCHMARKS.md.
+MODEL.llamacpp.json, fixtures.json) into a dated section of BENCHMARKS.md.
 
 usage: report.py RESULTS_DIR [--commit C] [--title T] [--write BENCHMARKS.md]
 
@@ -15,7 +15,8 @@ import os
 import re
 import sys
 
-# Figures of other engines on the same card (../shared/docs/device-vulkan.md): they are not re-measured here.
+# llama.cpp's figures on the same card from ../shared/docs/device-vulkan.md, for calls that did not time it
+# (device.sh times it where bench/llama-cpp/fetch.sh packed it: MODEL.llamacpp.json).
 LLAMA_CPP = {"llama-3-8b": ("173 tok/s", "43.8 ms"), "llama-3.2-1b": ("626–664 tok/s", "10.7 ms")}
 TARGETS = {"llama-3-8b": ("240", "25"), "llama-3.2-1b": ("1200", "8"), "qwen2.5-0.5b": ("2000", "6")}
 ORDER = ["llama-3-8b", "llama-3.2-1b", "qwen2.5-0.5b"]
@@ -59,6 +60,9 @@ def section(results, commit, title):
     copy_tb = transformers.get("copy_tb_per_s")
     baseline = {os.path.basename(m["config"]).removesuffix(".json"): m for m in transformers.get("models", [])}
     runs = {model_name(p): load_json(p) for p in glob.glob(os.path.join(results, "*.gerbil.json"))}
+    llama_cpp = {os.path.basename(p).split(".llamacpp")[0]: load_json(p)
+                 for p in glob.glob(os.path.join(results, "*.llamacpp.json"))}
+    llama_cpp = {name: run for name, run in llama_cpp.items() if run and "decode" in run}
     runs.update(runtime_variants(results))
     names = [n for n in ORDER if n in runs] + sorted(n for n in runs if n not in ORDER)
 
@@ -79,7 +83,9 @@ def section(results, commit, title):
         gb = g["weight_bytes"] / 1e9
         roofline = f"{decode['tokens_per_s'] / (copy_tb * 1e3 / gb) * 100:.0f}%" if copy_tb else "?"
         t = baseline.get(name, {})
-        lc = LLAMA_CPP.get(name, ("–", "–"))
+        measured = llama_cpp.get(name)
+        lc = (f"{measured['decode']['tokens_per_s']:.0f} tok/s", f"{measured['prefill']['ms']:.1f} ms") if measured \
+            else ("–", "–") if llama_cpp else LLAMA_CPP.get(name, ("–", "–"))
         # A variant plan (MODEL+VARIANT: other gerbilc options, the same weights) or run (MODEL [ARGUMENTS]:
         # other gerbil-bench options) is held to its model's target.
         base = name.split("+", 1)[0].split(" [", 1)[0]
@@ -97,6 +103,7 @@ def section(results, commit, title):
     if copy_tb:
         out.append(f"Roofline = weight bytes per decode token ÷ copy bandwidth ({copy_tb:.2f} TB/s, torch, read + "
                    "write counted, measured in the same call).")
+    out.append(llama_cpp_note(llama_cpp, results))
     profiles = [profile_line(n, runs[n]) for n in names if "+" not in n and " [" not in n and runs[n]]
     profiles = [p for p in profiles if p]
     if profiles:
@@ -115,6 +122,26 @@ def section(results, commit, title):
                    f"{worst['f32']:.1e} in f32 (tolerance 1e-3), {worst['f16']:.3f} in f16 (tolerance 0.1).")
     out.append("")
     return date, "\n".join(out)
+
+
+def llama_cpp_note(measured, results):
+    """Where the llama.cpp columns come from: this call (the release and device llama-cpp-bench names, and
+    its greedy loop beside llama-bench's way) or the shared document."""
+    if not measured:
+        failed = glob.glob(os.path.join(results, "*.llamacpp.err"))
+        why = " (llama-cpp-bench ran and failed: see *.llamacpp.err)" if failed else ""
+        return (f"llama.cpp: the figures of `../shared/docs/device-vulkan.md` (same card, its Vulkan backend), not "
+                f"measured in this call{why}.")
+    first = next(iter(measured.values()))
+    greedy = ", ".join(f"{name} {run['decode_greedy']['tokens_per_s']:.0f}" for name, run in sorted(measured.items())
+                       if "decode_greedy" in run)
+    return (f"llama.cpp: measured in this call (`bench/llama-cpp`: {first.get('engine', '?')}, "
+            f"{first.get('device', '?')}, flash attention {first.get('flash_attn', '?')}; random f16 GGUF weights, "
+            f"all layers on the GPU). Decode as llama-bench's tg: one-token steps after a "
+            f"{first['decode'].get('prompt', '?')}-token prompt, the next token fed without reading the logits; with "
+            f"the greedy token read from the logits on the host (tok/s): {greedy or '–'}. Prefill: one "
+            f"{first['prefill'].get('tokens', '?')}-token step. The best of {len(first['prefill'].get('runs_ms', []))} "
+            "runs each.")
 
 
 def profile_line(name, run):
