@@ -13,6 +13,7 @@ Pure Python (no numpy on the build machine): the values come from one pool of ra
 """
 import argparse
 import json
+import os
 import random
 import struct
 import sys
@@ -83,7 +84,7 @@ def model_tensors(config, path, arch):
                         Tensor(b + "attn_k.bias", (kv_heads * head_dim,), GGML_F32),
                         Tensor(b + "attn_v.bias", (kv_heads * head_dim,), GGML_F32)]
     meta = [key_value("general.architecture", STRING, arch),
-            key_value("general.name", STRING, f"random {arch} ({path})"),
+            key_value("general.name", STRING, f"random {arch} ({os.path.basename(path)})"),
             key_value(f"{arch}.vocab_size", UINT32, vocab),
             key_value(f"{arch}.context_length", UINT32, config.get("max_position_embeddings", 4096)),
             key_value(f"{arch}.embedding_length", UINT32, hidden),
