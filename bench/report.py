@@ -136,12 +136,19 @@ def llama_cpp_note(measured, results):
     greedy = ", ".join(f"{name} {run['decode_greedy']['tokens_per_s']:.0f}" for name, run in sorted(measured.items())
                        if "decode_greedy" in run)
     return (f"llama.cpp: measured in this call (`bench/llama-cpp`: {first.get('engine', '?')}, "
-            f"{first.get('device', '?')}, flash attention {first.get('flash_attn', '?')}; random f16 GGUF weights, "
+            f"{first.get('device', '?')}{matrix_cores(first)}, flash attention {first.get('flash_attn', '?')}; "
+            "random f16 GGUF weights, "
             f"all layers on the GPU). Decode as llama-bench's tg: one-token steps after a "
             f"{first['decode'].get('prompt', '?')}-token prompt, the next token fed without reading the logits; with "
             f"the greedy token read from the logits on the host (tok/s): {greedy or '–'}. Prefill: one "
             f"{first['prefill'].get('tokens', '?')}-token step. The best of {len(first['prefill'].get('runs_ms', []))} "
             "runs each.")
+
+
+def matrix_cores(run):
+    """', matrix cores X' as ggml's Vulkan backend described the device (which of its matmul shaders ran)."""
+    found = re.search(r"matrix cores: ([^|]+)", run.get("vulkan_device", ""))
+    return f", matrix cores {found.group(1).strip()}" if found else ""
 
 
 def profile_line(name, run):

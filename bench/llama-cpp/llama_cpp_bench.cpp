@@ -144,8 +144,27 @@ private:
   std::mt19937 random_;
 };
 
-void quietLog(ggml_log_level level, const char *text, void *) {
-  if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+// The Vulkan backend's line about the device it uses (its fp16, integer dot and matrix-core support), kept
+// for the JSON: which of its shader variants ran.
+std::string vulkanDeviceLine;
+
+void quietLog(ggml_log_level level, const char *text, void *verbose) {
+  if (std::strstr(text, "ggml_vulkan: 0 = ") && vulkanDeviceLine.empty()) {
+    vulkanDeviceLine = std::strstr(text, "ggml_vulkan: 0 = ") + std::strlen("ggml_vulkan: 0 = ");
+    while (!vulkanDeviceLine.empty() && (vulkanDeviceLine.back() == '\n' || vulkanDeviceLine.back() == '\r'))
+      vulkanDeviceLine.pop_back();
+  }
+  if (level == GGML_LOG_LEVEL_ERROR || verbose) std::fputs(text, stderr);
+}
+
+// `text` as a JSON string's contents.
+std::string jsonEscaped(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out;
 }
 
 std::string jsonList(const std::vector<double> &values) {
@@ -170,7 +189,7 @@ double best(const std::vector<double> &values) { return *std::min_element(values
 
 int main(int argc, char **argv) {
   const Options o = parse(argc, argv);
-  if (!o.verbose) llama_log_set(quietLog, nullptr);
+  llama_log_set(quietLog, o.verbose ? &vulkanDeviceLine : nullptr);
   ggml_backend_load_all_from_path(o.libs.c_str());
   llama_backend_init();
   // Without a GPU llama.cpp would run on the CPU and time that: refuse instead. (ggml's Vulkan backend
@@ -208,9 +227,10 @@ int main(int argc, char **argv) {
   }
   const double bestDecode = *std::max_element(decode.begin(), decode.end());
   const double bestGreedy = *std::max_element(greedy.begin(), greedy.end());
-  std::printf("{\n  \"model\": \"%s\",\n  \"engine\": \"llama.cpp %s\",\n  \"load_s\": %.3f,\n", o.model.c_str(),
-              LLAMA_CPP_RELEASE, loadSeconds);
-  std::printf("  \"device\": \"%s\",\n", gpu.c_str());
+  std::printf("{\n  \"model\": \"%s\",\n  \"engine\": \"llama.cpp %s\",\n  \"load_s\": %.3f,\n",
+              jsonEscaped(o.model).c_str(), LLAMA_CPP_RELEASE, loadSeconds);
+  std::printf("  \"device\": \"%s\",\n", jsonEscaped(gpu).c_str());
+  std::printf("  \"vulkan_device\": \"%s\",\n", jsonEscaped(vulkanDeviceLine).c_str());
   std::printf("  \"flash_attn\": \"%s\",\n", llama_flash_attn_type_name(contextParams.flash_attn_type));
   std::printf("  \"prefill\": {\"tokens\": %d, \"ms\": %.3f, \"runs_ms\": %s},\n", o.prefillTokens, best(prefill),
               jsonList(prefill).c_str());
