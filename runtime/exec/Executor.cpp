@@ -262,6 +262,10 @@ void Executor::recordSchedule(VkCommandBuffer &cmd, std::span<const PreparedDisp
 }
 
 std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wanted) {
+  return runStep(tokens, wanted, true);
+}
+
+std::vector<float> Executor::runStep(const std::vector<int32_t> &tokens, Logits wanted, bool replayable) {
   finishBatches();
   const uint32_t count = static_cast<uint32_t>(tokens.size());
   checkStep(count);
@@ -272,7 +276,7 @@ std::vector<float> Executor::step(const std::vector<int32_t> &tokens, Logits wan
   writeHost(input_, tokens.data(), count * sizeof(int32_t));
   writeState(position_);
 
-  if (count == 1 && !profiling_) {
+  if (count == 1 && replayable && !profiling_) {
     replayDecodeStep();
   } else {
     recordAndRunStep(count, wanted);
@@ -298,8 +302,10 @@ std::vector<float> Executor::prefill(std::span<const int32_t> prompt, Logits wan
     const size_t end = std::min(prompt.size(), begin + chunk);
     // Only the last step's last row matters for Logits::Last: the steps before it compute none.
     const Logits stepWanted = wanted == Logits::Last && end < prompt.size() ? Logits::None : wanted;
+    // Recorded even when one token long (a prompt one past a chunk): the replayed step has no timestamps,
+    // and gerbil-bench adds up the steps' lastStepGpuMs.
     std::vector<float> rows =
-        step(std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end), stepWanted);
+        runStep(std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end), stepWanted, false);
     logits.insert(logits.end(), rows.begin(), rows.end());
     if (afterStep) afterStep();
   }

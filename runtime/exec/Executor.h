@@ -127,6 +127,8 @@ private:
   // step's two ways: a one-token step replays a recorded command buffer; a longer or profiled one is
   // recorded as it runs (with timestamps where the device has them) and waited for.
   void replayDecodeStep();
+  // step(), but a one-token step is replayed (untimed: lastStepGpuMs 0) only where `replayable`.
+  std::vector<float> runStep(const std::vector<int32_t> &tokens, Logits wanted, bool replayable);
   // `count` decode steps back to back, each followed by the sampler's launches of `samplerStages` (a bit
   // for each plan::SamplerStage; 0: greedy), recorded once for each (count, slot, samplerStages).
   VkCommandBuffer recordedDecodeSteps(uint32_t count, uint32_t slot, uint32_t samplerStages = 0);

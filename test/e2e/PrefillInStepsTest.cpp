@@ -60,4 +60,24 @@ TEST(PrefillInStepsTest, MatchesOneStepOverThePrompt) {
   EXPECT_THROW(inSteps.prefill({}, exec::Logits::None), exec::RuntimeError);
 }
 
+// Each step of a prefill is timed, the last one too when it is one token long: it used to be replayed from
+// the recorded decode step, which has no timestamps, so gerbil-bench's prefill GPU time left it out.
+TEST(PrefillInStepsTest, TimesEveryStepAOneTokenLastStepToo) {
+  fs::path fixture = testData() / "fixtures/models/llama-tiny";
+  plan::Plan stepped;
+  ASSERT_NO_FATAL_FAILURE(compileFixture(fixture, "--dtype f32 --max-seq 64 --prefill-chunk 16", stepped));
+  std::string noDevice;
+  std::unique_ptr<vk::Context> context = contextOrNull(noDevice);
+  if (!context) GTEST_SKIP() << noDevice;
+  if (!context->info().timestamps) GTEST_SKIP() << "the device has no timestamps";
+  weights::Checkpoint checkpoint = weights::Checkpoint::open(fixture.string());
+  exec::Executor executor(*context, stepped, exec::uploadWeights(*context, stepped, checkpoint, nullptr));
+  std::vector<int32_t> prompt(33); // steps of 16, 16 and 1
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(i * 5 + 3);
+  std::vector<double> gpuMs;
+  executor.prefill(prompt, exec::Logits::Last, [&] { gpuMs.push_back(executor.lastStepGpuMs()); });
+  ASSERT_EQ(gpuMs.size(), 3u);
+  for (double ms : gpuMs) EXPECT_GT(ms, 0.0);
+}
+
 } // namespace
