@@ -71,7 +71,7 @@ for model in ${BENCH_MODELS:-qwen2.5-0.5b llama-3.2-1b llama-3-8b}; do
     [ -x /tmp/llama-cpp/llama-cpp-bench ] || tar xJf $D/llama-cpp.tar.xz -C /tmp
     mkdir -p /tmp/gguf
     python3 bench/llama-cpp/gguf_random.py test/fixtures/configs/$model.json -o /tmp/gguf/$model.gguf \
-      > $R/$model.llamacpp.err 2>&1 &&
+      > $R/$model.gguf.txt 2> $R/$model.llamacpp.err &&
       timeout ${LLAMA_CPP_TIMEOUT:-300} /tmp/llama-cpp/llama-cpp-bench /tmp/gguf/$model.gguf --libs /tmp/llama-cpp \
         > $R/$model.llamacpp.json 2>> $R/$model.llamacpp.err
     rm -rf /tmp/gguf
