@@ -19,20 +19,25 @@ fi
 mkdir -p "$work"
 (
   cd "$work"
+  # Each unpacked under a temporary name first, so that a failed download is not taken for a done one.
   if [ ! -d bins ]; then
     npm pack --silent "@node-llama-cpp/linux-x64-vulkan@$version" > /dev/null
-    mkdir -p bins && tar xzf node-llama-cpp-linux-x64-vulkan-"$version".tgz -C bins --strip-components=3 \
+    rm -rf bins.part && mkdir bins.part
+    tar xzf node-llama-cpp-linux-x64-vulkan-"$version".tgz -C bins.part --strip-components=3 \
       package/bins/linux-x64-vulkan
+    mv bins.part bins
   fi
   if [ ! -d src ]; then
     npm pack --silent "node-llama-cpp@$version" > /dev/null
     tar xzf node-llama-cpp-"$version".tgz package/llama/gitRelease.bundle
-    git -c advice.detachedHead=false clone -q package/llama/gitRelease.bundle src
+    rm -rf src.part && git -c advice.detachedHead=false clone -q package/llama/gitRelease.bundle src.part
+    mv src.part src
   fi
 )
 release=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["buildOptions"]["llamaCpp"]["release"])' \
   "$work/bins/_nlcBuildMetadata.json")
 stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/llama-cpp"
 cp "$work"/bins/*.so "$stage/llama-cpp/"
 libs=$(cd "$work/bins" && ls libllama.vulkan.*.so libggml.vulkan.*.so libggml-base.so)
@@ -43,5 +48,4 @@ g++ -O2 -std=c++17 -Wall -Wextra -DLLAMA_CPP_RELEASE="\"$release (node-llama-cpp
 mkdir -p .device
 tar cJf .device/llama-cpp.tar.xz -C "$stage" llama-cpp
 echo "$version" > .device/llama-cpp.version
-rm -rf "$stage"
 echo "llama.cpp $release (node-llama-cpp $version): .device/llama-cpp.tar.xz, $(du -h .device/llama-cpp.tar.xz | cut -f1)"
