@@ -188,6 +188,9 @@ struct DecodeAttentionChoice {
   // Without `splits`: the workgroups (columns × splits) a long context is spread over, which sets the
   // splits (a target profile's; 0: kDecodeAttentionWorkgroups).
   int64_t workgroups = 0;
+  // Without `splits`, for heads of up to 64 dims: the splits themselves instead of those `workgroups` give
+  // (a target profile's; 0: none).
+  int64_t smallHeadSplits = 0;
 };
 inline constexpr int64_t kDecodeAttentionWorkgroups = 512;
 // halfCache: the KV cache holds f16; `choice` replaces the catalog's query heads, warps or splits.
@@ -215,6 +218,8 @@ inline DecodeAttentionShape decodeAttentionShape(int64_t heads, int64_t kvHeads,
   shape.headGroups = group / shape.queryHeads;
   const int64_t workgroups = choice.workgroups > 0 ? choice.workgroups : kDecodeAttentionWorkgroups;
   shape.splits = std::clamp<int64_t>(workgroups / (kvHeads * shape.headGroups), 1, 64);
+  if (choice.smallHeadSplits > 0 && headDim <= 64)
+    shape.splits = std::min<int64_t>(choice.smallHeadSplits, 64);
   if (choice.splits > 0) shape.splits = choice.splits;
   shape.warps = 8;
   while (shape.warps > 1 && decodeAttentionSharedBytes(headDim, shape.queryHeads, shape.warps, shape.splits) >

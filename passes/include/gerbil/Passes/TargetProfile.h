@@ -236,6 +236,12 @@ inline constexpr int64_t kNvidiaDecodeLargeModelPrefetchBytes = 8ll << 20;
 // 17.0 -> 14.0 µs (4 splits; 8: 13.3), 954 -> 1000 tok/s (8: 1012); Qwen2.5-0.5B's 11.2 -> 10.7 with 8
 // splits (112 workgroups), 1231 -> 1243 tok/s. Contexts up to 4 × 256 positions are cut as before.
 inline constexpr int64_t kNvidiaDecodeAttentionWorkgroups = 128;
+// Heads of up to 64 dims take 8 splits instead (DecodeAttentionChoice::smallHeadSplits): their kernel's ~128
+// registers leave room for two workgroups a multiprocessor, and the same call found 8 the fastest for both
+// such shapes (the 1B's 32 columns: 13.3 µs against 14.0 with the 4 that 128 workgroups give, 1000 -> 1012
+// tok/s; Qwen2.5-0.5B's 14 columns: 10.7 with 8, 13.5 with 4, 11.2 with 15), where the 8B's 128-dim heads
+// (254 registers, one workgroup a multiprocessor) lost with 8 (22.2 against 18.5).
+inline constexpr int64_t kNvidiaSmallHeadDecodeSplits = 8;
 
 inline const std::vector<TargetProfile> &targetProfiles() {
   static const std::vector<TargetProfile> profiles = [] {
@@ -261,6 +267,7 @@ inline const std::vector<TargetProfile> &targetProfiles() {
                          CooperativeMatrixApi::KHR,
                          kNvidiaVendorId};
     nvidia.decodeAttention.workgroups = kNvidiaDecodeAttentionWorkgroups;
+    nvidia.decodeAttention.smallHeadSplits = kNvidiaSmallHeadDecodeSplits;
     // The nvidia profile's kernels through VK_NV_cooperative_matrix as written (before 57da83f's
     // measurement, the default), for NVIDIA drivers without the KHR extension.
     TargetProfile nvidiaNv = nvidia;
