@@ -119,7 +119,7 @@ def write(path, meta, tensors):
             offset += t.bytes + padding(t.bytes)
         f.write(b"\0" * padding(f.tell()))
         for t in tensors:
-            if t.type == GGML_F32:  # norm weights near one, biases near zero
+            if t.type == GGML_F32:  # norm weights 1, biases 0.01
                 value = 1.0 if t.name.endswith("norm.weight") else 0.01
                 f.write(struct.pack("<f", value) * (t.bytes // 4))
             else:

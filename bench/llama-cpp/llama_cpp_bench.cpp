@@ -147,14 +147,15 @@ private:
 // The Vulkan backend's line about the device it uses (its fp16, integer dot and matrix-core support), kept
 // for the JSON: which of its shader variants ran.
 std::string vulkanDeviceLine;
+bool verboseLog = false; // --verbose: all of llama.cpp's log, not only its errors
 
-void quietLog(ggml_log_level level, const char *text, void *verbose) {
+void quietLog(ggml_log_level level, const char *text, void *) {
   if (std::strstr(text, "ggml_vulkan: 0 = ") && vulkanDeviceLine.empty()) {
     vulkanDeviceLine = std::strstr(text, "ggml_vulkan: 0 = ") + std::strlen("ggml_vulkan: 0 = ");
     while (!vulkanDeviceLine.empty() && (vulkanDeviceLine.back() == '\n' || vulkanDeviceLine.back() == '\r'))
       vulkanDeviceLine.pop_back();
   }
-  if (level == GGML_LOG_LEVEL_ERROR || verbose) std::fputs(text, stderr);
+  if (level == GGML_LOG_LEVEL_ERROR || verboseLog) std::fputs(text, stderr);
 }
 
 // `text` as a JSON string's contents.
@@ -189,7 +190,8 @@ double best(const std::vector<double> &values) { return *std::min_element(values
 
 int main(int argc, char **argv) {
   const Options o = parse(argc, argv);
-  llama_log_set(quietLog, o.verbose ? &vulkanDeviceLine : nullptr);
+  verboseLog = o.verbose;
+  llama_log_set(quietLog, nullptr);
   ggml_backend_load_all_from_path(o.libs.c_str());
   llama_backend_init();
   // Without a GPU llama.cpp would run on the CPU and time that: refuse instead. (ggml's Vulkan backend
