@@ -101,9 +101,7 @@ public:
   void step(int count) {
     std::vector<llama_token> tokens(count);
     for (llama_token &t : tokens) t = nextRandom();
-    const int status = llama_decode(context_, llama_batch_get_one(tokens.data(), count));
-    if (status != 0) fail("llama_decode failed (" + std::to_string(status) + ")");
-    llama_synchronize(context_);
+    decode(tokens.data(), count);
   }
 
   void clear() { llama_memory_clear(llama_get_memory(context_), true); }
@@ -123,9 +121,7 @@ public:
     llama_token token = nextRandom();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < tokens; ++i) {
-      const int status = llama_decode(context_, llama_batch_get_one(&token, 1));
-      if (status != 0) fail("llama_decode failed (" + std::to_string(status) + ")");
-      llama_synchronize(context_);
+      decode(&token, 1);
       if (greedy) {
         const float *logits = llama_get_logits_ith(context_, -1);
         token = static_cast<llama_token>(std::max_element(logits, logits + vocab_) - logits);
@@ -137,6 +133,13 @@ public:
   }
 
 private:
+  // One llama_decode of `count` tokens, waited for.
+  void decode(llama_token *tokens, int count) {
+    const int status = llama_decode(context_, llama_batch_get_one(tokens, count));
+    if (status != 0) fail("llama_decode failed (" + std::to_string(status) + ")");
+    llama_synchronize(context_);
+  }
+
   llama_token nextRandom() { return static_cast<llama_token>(random_() % static_cast<unsigned>(vocab_)); }
 
   llama_context *context_;
@@ -150,8 +153,10 @@ std::string vulkanDeviceLine;
 bool verboseLog = false; // --verbose: all of llama.cpp's log, not only its errors
 
 void quietLog(ggml_log_level level, const char *text, void *) {
-  if (std::strstr(text, "ggml_vulkan: 0 = ") && vulkanDeviceLine.empty()) {
-    vulkanDeviceLine = std::strstr(text, "ggml_vulkan: 0 = ") + std::strlen("ggml_vulkan: 0 = ");
+  static const char kPrefix[] = "ggml_vulkan: 0 = ";
+  const char *line = vulkanDeviceLine.empty() ? std::strstr(text, kPrefix) : nullptr;
+  if (line) {
+    vulkanDeviceLine = line + std::strlen(kPrefix);
     while (!vulkanDeviceLine.empty() && (vulkanDeviceLine.back() == '\n' || vulkanDeviceLine.back() == '\r'))
       vulkanDeviceLine.pop_back();
   }

@@ -145,10 +145,10 @@ public:
   mlir::gerbil::TargetProfile target(const std::string &spec, bool withExtensions = true) const {
     std::optional<mlir::gerbil::TargetProfile> profile = mlir::gerbil::parseTarget(spec);
     if (!profile) throw std::runtime_error("unknown target '" + spec + "'");
-    for (const std::string &extension :
-         withExtensions ? profile->deviceExtensions : std::vector<std::string>{})
-      if (!info().hasExtension(extension))
-        throw std::runtime_error(info().name + " has no " + extension + " (target '" + spec + "')");
+    if (withExtensions)
+      for (const std::string &extension : profile->deviceExtensions)
+        if (!info().hasExtension(extension))
+          throw std::runtime_error(info().name + " has no " + extension + " (target '" + spec + "')");
     return *profile;
   }
 

@@ -156,9 +156,9 @@ inline constexpr int64_t coopAttentionKeySplits(int64_t heads) {
 // The warps' results are combined in shared memory, so that a context of up to minChunk positions needs no
 // hand-over between workgroups; longer ones spread over enough splits that kvHeads * headGroups * splits is
 // ~512 workgroups at long contexts (a target profile may aim at another count, or at a count of splits for
-// heads of up to 64 dims: DecodeAttentionChoice), and
-// no more than `positions` (the KV cache's, gerbilc's --max-seq; 0: unknown, as in dispatch formation
-// without its max-seq option) need. As many warps (8, 4, 2, 1) as fit kDecodeAttentionSharedBudget.
+// heads of up to 64 dims: DecodeAttentionChoice), and no more than `positions` (the KV cache's, gerbilc's
+// --max-seq; 0: unknown, as in dispatch formation without its max-seq option) need. As many warps (8, 4, 2,
+// 1) as fit kDecodeAttentionSharedBudget.
 inline constexpr int64_t kDecodeAttentionLanes = 32;
 inline constexpr int64_t kDecodeAttentionSharedBudget = 30 * 1024; // under lavapipe's 32 KiB
 struct DecodeAttentionShape {
